@@ -1,0 +1,142 @@
+"""Shared logic of the cross-encoder backends (ONNX and torch): batching, calibration and verdicts.
+
+A backend only implements :meth:`CrossEncoderGrader._logits` for one padded batch; everything else,
+including input validation, truncation flags and the threshold policy, is common.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from grader.calibration import Calibrator, calibrator_from_dict
+from grader.encoding import EncodedBatch, PairEncoder
+from grader.policy import ThresholdPolicy
+from models.bundle import Bundle
+from models.errors import ConfigError
+from models.types import Chunk, Grade, Verdict, as_chunk
+
+__all__ = ["CrossEncoderGrader", "ScoredPairs", "validate_query"]
+
+logger = logging.getLogger(__name__)
+
+
+def validate_query(query: object) -> str:
+    """A query must be a non-empty string."""
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
+    return query
+
+
+class ScoredPairs:
+    """Raw logits and truncation flags for a list of pairs, in input order."""
+
+    def __init__(self, logits: np.ndarray, truncated: np.ndarray, seconds: float, batch_seconds: list[float]):
+        self.logits = logits
+        self.truncated = truncated
+        self.seconds = seconds
+        self.batch_seconds = batch_seconds
+
+
+class CrossEncoderGrader:
+    """Grades chunks with a fine-tuned cross-encoder from a verified bundle."""
+
+    backend = "base"
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        *,
+        batch_size: int = 32,
+        policy: ThresholdPolicy | None = None,
+        calibrator: Calibrator | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        self.bundle = bundle
+        self.batch_size = batch_size
+        manifest = bundle.manifest
+        self.encoder = PairEncoder(bundle.file("tokenizer.json"), manifest.max_length)
+        self.calibrator = calibrator or calibrator_from_dict(manifest.calibration)
+        self.policy = policy or ThresholdPolicy.from_dict(manifest.thresholds)
+
+    @property
+    def name(self) -> str:
+        return self.bundle.manifest.name
+
+    def _logits(self, batch: EncodedBatch) -> np.ndarray:
+        raise NotImplementedError
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]], *, batch_size: int | None = None) -> ScoredPairs:
+        """Raw logits for many (query, text) pairs, in input order, with per-batch timings."""
+        n = len(pairs)
+        logits = np.zeros(n, dtype=np.float64)
+        truncated = np.zeros(n, dtype=bool)
+        batch_seconds: list[float] = []
+        start = time.perf_counter()
+        for batch in self.encoder.encode(pairs, batch_size=batch_size or self.batch_size):
+            t0 = time.perf_counter()
+            logits[batch.index] = self._logits(batch)
+            batch_seconds.append(time.perf_counter() - t0)
+            truncated[batch.index] = batch.truncated
+        return ScoredPairs(logits, truncated, time.perf_counter() - start, batch_seconds)
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities for raw logits."""
+        return np.clip(self.calibrator.predict(logits), 0.0, 1.0)
+
+    def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
+        """One Grade per chunk, in input order; inputs are never modified."""
+        query = validate_query(query)
+        if isinstance(chunks, str | Chunk):
+            raise ConfigError("chunks must be a list of str or Chunk, not a single chunk; wrap it in a list")
+        items = [as_chunk(c) for c in chunks]
+        grades: list[Grade | None] = [None] * len(items)
+        live = []
+        for i, chunk in enumerate(items):
+            if not chunk.text.strip():
+                grades[i] = Grade(
+                    verdict=Verdict.IRRELEVANT,
+                    probability=0.0,
+                    decided_by="heuristic",
+                    chunk_id=chunk.chunk_id,
+                    reason="empty chunk text",
+                )
+            else:
+                live.append(i)
+        if live:
+            scored = self.score_pairs([(query, items[i].text) for i in live])
+            probs = self.probabilities(scored.logits)
+            per_chunk_ms = 1000.0 * scored.seconds / len(live)
+            n_truncated = int(scored.truncated.sum())
+            if n_truncated:
+                logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live),
+                            self.encoder.max_length)
+            for j, i in enumerate(live):
+                verdict, uncertain = self.policy.verdict(float(probs[j]))
+                grades[i] = Grade(
+                    verdict=verdict,
+                    probability=float(probs[j]),
+                    decided_by="model",
+                    uncertain=uncertain,
+                    logit=float(scored.logits[j]),
+                    truncated=bool(scored.truncated[j]),
+                    chunk_id=items[i].chunk_id,
+                    reason=f"truncated to {self.encoder.max_length} tokens" if scored.truncated[j] else None,
+                    latency_ms=per_chunk_ms,
+                )
+        return [g for g in grades if g is not None]
+
+    def describe(self) -> dict[str, Any]:
+        """Short JSON-ready description for logs and health endpoints."""
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "max_length": self.encoder.max_length,
+            "calibration": self.calibrator.method,
+            "policy": self.policy.to_dict(),
+        }

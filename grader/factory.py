@@ -1,0 +1,42 @@
+"""``load_grader``: a lazy factory over a ``"module:Class"`` registry of backends."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from pathlib import Path
+from typing import Any
+
+from grader.protocol import Grader
+from models.bundle import read_bundle
+from models.errors import ConfigError
+from models.registry import resolve_bundle
+
+__all__ = ["BACKENDS", "load_grader"]
+
+BACKENDS: dict[str, str] = {
+    "onnx": "grader.onnx_backend:OnnxGrader",
+    "torch": "grader.torch_backend:TorchGrader",
+}
+
+
+def _backend_class(backend: str) -> Any:
+    if backend not in BACKENDS:
+        close = difflib.get_close_matches(backend, list(BACKENDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown grader backend {backend!r}{hint} Choose one of {sorted(BACKENDS)} or 'auto'")
+    module_name, class_name = BACKENDS[backend].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def load_grader(model: str | Path = "default", *, backend: str = "onnx", **options: Any) -> Grader:
+    """Load a grader from a registered name (``"default"``) or a bundle path.
+
+    ``backend`` is ``"onnx"`` (no torch), ``"torch"`` (reference) or ``"auto"`` (whatever the bundle
+    holds). ``options`` go to the backend (``threads``, ``batch_size``, ``variant``, ``policy``...).
+    """
+    bundle = read_bundle(resolve_bundle(model))
+    chosen = bundle.manifest.backend if backend == "auto" else backend
+    cls = _backend_class(chosen)
+    grader: Grader = cls(bundle, **options)
+    return grader

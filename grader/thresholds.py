@@ -1,0 +1,179 @@
+"""Choosing CRAG's two thresholds from calibrated data instead of by hand.
+
+Given calibrated probabilities and binary labels of a held-out set, every (lower, upper) pair on a
+quantile grid is scored by its escalation rate (share inside the band) and its error on the
+auto-decided pairs. A target picks one:
+
+- ``max_escalation``: the least auto-decided error with at most that share escalated;
+- ``max_error``: the least escalation whose auto-decided error is at most that rate. With ``delta``,
+  the bound holds with probability >= 1 - delta (Learn-then-Test): half the data orders candidate
+  bands from widest to narrowest (the best band per escalation level), the other half tests them in
+  that fixed sequence with a binomial test of "risk > max_error" at level delta, and the narrowest
+  band reached before the first non-rejection is kept. Fixed-sequence testing needs no multiplicity
+  correction, so the family-wise guarantee holds even though the path was optimised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from grader.policy import ThresholdPolicy
+from models.deps import require
+from models.errors import ConfigError
+
+__all__ = ["ThresholdChoice", "choose_thresholds", "clopper_pearson_upper", "tradeoff_curve"]
+
+GRID = 201
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThresholdChoice:
+    """The chosen policy and what it achieved on the data it was chosen on."""
+
+    policy: ThresholdPolicy
+    target: dict[str, float | None]
+    feasible: bool
+    n: int
+    escalation_rate: float
+    auto_error_rate: float
+    auto_error_upper_bound: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(self.policy.to_dict())
+        out.pop("policy")
+        return out
+
+
+def clopper_pearson_upper(errors: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
+    """One-sided (1 - delta) upper confidence bound of a binomial rate."""
+    stats = require("scipy.stats", "train")
+    errors = np.asarray(errors, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound = stats.beta.ppf(1.0 - delta, errors + 1.0, np.maximum(n - errors, 1e-12))
+    return np.where(n > 0, np.where(errors >= n, 1.0, bound), 1.0)
+
+
+def _grid(probs: np.ndarray) -> np.ndarray:
+    qs = np.quantile(probs, np.linspace(0.0, 1.0, GRID))
+    return np.unique(np.concatenate([[0.0], qs, [1.0]]))
+
+
+def _table(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """Counts for every (lower, upper) grid pair: auto-decided pairs and their errors."""
+    grid = _grid(probs)
+    pos = labels == 1
+    le = (probs[None, :] <= grid[:, None])
+    ge = (probs[None, :] >= grid[:, None])
+    n_le, n_ge = le.sum(1), ge.sum(1)
+    pos_le = (le & pos).sum(1)
+    neg_ge = (ge & ~pos).sum(1)
+    lower, upper = np.meshgrid(grid, grid, indexing="ij")
+    valid = lower < upper
+    auto = n_le[:, None] + n_ge[None, :]
+    errors = pos_le[:, None] + neg_ge[None, :]
+    return {"lower": lower, "upper": upper, "valid": valid, "auto": auto, "errors": errors}
+
+
+def _check(probs: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(probs, dtype=np.float64).ravel()
+    y = np.asarray(labels).astype(int).ravel()
+    if p.size == 0 or p.shape != y.shape:
+        raise ConfigError(f"need one label per probability, got {p.size} probabilities and {y.size} labels")
+    if np.any((p < 0) | (p > 1)) or not np.all(np.isin(y, (0, 1))):
+        raise ConfigError("probabilities must lie in [0, 1] and labels be 0 or 1")
+    return p, y
+
+
+def choose_thresholds(
+    probs: Any,
+    labels: Any,
+    *,
+    max_error: float | None = None,
+    max_escalation: float | None = None,
+    delta: float | None = None,
+) -> ThresholdChoice:
+    """Pick (lower, upper) for one target; see the module docstring."""
+    if (max_error is None) == (max_escalation is None):
+        raise ConfigError("set exactly one target: max_error (auto-decided error) or max_escalation (band share)")
+    for name, value in (("max_error", max_error), ("max_escalation", max_escalation), ("delta", delta)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{name} must be in [0, 1], got {value}")
+    if delta is not None and max_error is None:
+        raise ConfigError("delta (a confidence level) only applies to a max_error target")
+    p, y = _check(probs, labels)
+    if delta is not None and max_error is not None:
+        return _learn_then_test(p, y, max_error, delta)
+    n = p.size
+    t = _table(p, y)
+    auto, errors, valid = t["auto"], t["errors"], t["valid"]
+    escalation = 1.0 - auto / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(auto > 0, errors / np.maximum(auto, 1), 0.0)
+    bound = clopper_pearson_upper(errors, auto, delta) if delta is not None else None
+    if max_escalation is not None:
+        ok = valid & (escalation <= max_escalation + 1e-12)
+        key = np.where(ok, rate + 1e-9 * escalation, np.inf)
+    else:
+        measure = bound if bound is not None else rate
+        ok = valid & (measure <= max_error + 1e-12) & (auto > 0)
+        key = np.where(ok, escalation + 1e-9 * rate, np.inf)
+    feasible = bool(ok.any())
+    if feasible:
+        i, j = np.unravel_index(int(np.argmin(key)), key.shape)
+        lower, upper = float(t["lower"][i, j]), float(t["upper"][i, j])
+        esc, err = float(escalation[i, j]), float(rate[i, j])
+        ub = float(bound[i, j]) if bound is not None else None
+    else:  # nothing meets the target: escalate everything and say so
+        lower, upper, esc, err, ub = 0.0, 1.0, 1.0, 0.0, None
+    policy = ThresholdPolicy(lower=lower, upper=upper)
+    target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta}
+    return ThresholdChoice(
+        policy=policy, target=target, feasible=feasible, n=n,
+        escalation_rate=esc, auto_error_rate=err, auto_error_upper_bound=ub,
+    )
+
+
+def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, seed: int = 0) -> ThresholdChoice:
+    stats = require("scipy.stats", "train")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(p.size)
+    fit_idx, test_idx = order[: p.size // 2], order[p.size // 2 :]
+    target = {"max_error": alpha, "max_escalation": None, "delta": delta}
+    chosen: ThresholdChoice | None = None
+    if fit_idx.size >= 2 and test_idx.size >= 1 and len(set(y[fit_idx].tolist())) == 2:
+        pt, yt = p[test_idx], y[test_idx]
+        for level in np.linspace(1.0, 0.0, 101):
+            band = choose_thresholds(p[fit_idx], y[fit_idx], max_escalation=float(level)).policy
+            accept, reject = pt >= band.upper, pt <= band.lower
+            auto = int((accept | reject).sum())
+            errors = int(((accept & (yt == 0)) | (reject & (yt == 1))).sum())
+            if auto == 0:
+                continue
+            if float(stats.binom.cdf(errors, auto, alpha)) > delta:
+                break  # cannot reject "risk > alpha" here: stop the fixed sequence
+            chosen = ThresholdChoice(
+                policy=band, target=target, feasible=True, n=int(p.size),
+                escalation_rate=float(1.0 - ((p >= band.upper) | (p <= band.lower)).mean()),
+                auto_error_rate=errors / auto,
+                auto_error_upper_bound=float(clopper_pearson_upper(np.array([errors]), np.array([auto]), delta)[0]),
+            )
+    if chosen is None:
+        return ThresholdChoice(policy=ThresholdPolicy(lower=0.0, upper=1.0), target=target, feasible=False,
+                               n=int(p.size), escalation_rate=1.0, auto_error_rate=0.0, auto_error_upper_bound=None)
+    return chosen
+
+
+def tradeoff_curve(probs: Any, labels: Any, points: int = 21) -> list[dict[str, float]]:
+    """Best achievable auto-decided error at escalation rates 0, 5%, ..., 100% (for plots and reports)."""
+    rows = []
+    for esc in np.linspace(0.0, 1.0, points):
+        choice = choose_thresholds(probs, labels, max_escalation=float(esc))
+        rows.append({"max_escalation": float(esc), "escalation_rate": choice.escalation_rate,
+                     "auto_error_rate": choice.auto_error_rate, "lower": choice.policy.lower,
+                     "upper": choice.policy.upper})
+    return rows

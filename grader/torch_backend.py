@@ -1,0 +1,66 @@
+"""PyTorch backend: the reference implementation (parity checks, GPU). Needs the ``train`` extra."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.cross_encoder import CrossEncoderGrader
+from grader.encoding import EncodedBatch
+from grader.policy import ThresholdPolicy
+from models.bundle import Bundle
+from models.deps import require
+from models.errors import BundleError, ConfigError
+
+__all__ = ["TorchGrader"]
+
+
+class TorchGrader(CrossEncoderGrader):
+    """Cross-encoder grader running a transformers checkpoint with the same interface as the ONNX one."""
+
+    backend = "torch"
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        *,
+        device: str = "cpu",
+        threads: int | None = None,
+        batch_size: int = 32,
+        policy: ThresholdPolicy | None = None,
+    ) -> None:
+        if bundle.manifest.backend != "torch":
+            raise BundleError(
+                f"bundle {bundle.path} holds an {bundle.manifest.backend} model; the torch backend needs a "
+                "trained checkpoint directory written by `crag train`"
+            )
+        super().__init__(bundle, batch_size=batch_size, policy=policy)
+        torch = require("torch", "train")
+        transformers = require("transformers", "train")
+        if threads is not None:
+            if threads < 1:
+                raise ConfigError(f"threads must be a positive int, got {threads!r}")
+            torch.set_num_threads(threads)
+        self._torch = torch
+        self.device = device
+        try:
+            self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
+                str(bundle.path), local_files_only=True
+            )
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"cannot load the torch model in {bundle.path}: {exc}") from exc
+        self.model.to(device).eval()
+
+    def _logits(self, batch: EncodedBatch) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=torch.from_numpy(batch.input_ids).to(self.device),
+                attention_mask=torch.from_numpy(batch.attention_mask).to(self.device),
+                token_type_ids=torch.from_numpy(batch.token_type_ids).to(self.device),
+            ).logits
+        return np.asarray(out[:, 0].float().cpu().numpy(), dtype=np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "device": self.device}

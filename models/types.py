@@ -1,0 +1,98 @@
+"""Value types shared by every package: chunks, grades, verdicts and decisions.
+
+All are frozen, keyword-only dataclasses so that graders can never mutate what callers pass in.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from models.errors import ConfigError
+
+__all__ = ["Chunk", "Decision", "Grade", "Verdict", "as_chunk"]
+
+
+class Verdict(str, enum.Enum):
+    """How well one chunk serves one query."""
+
+    RELEVANT = "relevant"
+    PARTIAL = "partial"
+    IRRELEVANT = "irrelevant"
+
+    @property
+    def is_positive(self) -> bool:
+        """True for relevant and partial: the chunk carries at least part of the answer."""
+        return self is not Verdict.IRRELEVANT
+
+
+class Decision(str, enum.Enum):
+    """CRAG's retrieval-level decision over all grades of one query."""
+
+    CORRECT = "correct"
+    AMBIGUOUS = "ambiguous"
+    INCORRECT = "incorrect"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Chunk:
+    """A retrieved piece of text with its provenance."""
+
+    text: str
+    chunk_id: str | None = None
+    source: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise ConfigError(f"Chunk.text must be a str, got {type(self.text).__name__}: {self.text!r:.80}")
+
+
+def as_chunk(value: Chunk | str) -> Chunk:
+    """Accept a plain string or a :class:`Chunk`; anything else is a clear error."""
+    if isinstance(value, Chunk):
+        return value
+    if isinstance(value, str):
+        return Chunk(text=value)
+    raise ConfigError(f"a chunk must be a str or Chunk, got {type(value).__name__}: {value!r:.80}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grade:
+    """The grade of one chunk: verdict, calibrated probability and who decided it.
+
+    ``probability`` is the calibrated P(chunk is relevant or partially relevant).
+    ``uncertain`` is true when the probability lies inside the policy's band, i.e. the small model
+    would escalate it. ``decided_by`` is ``"model"``, ``"llm"`` or ``"heuristic"``.
+    """
+
+    verdict: Verdict
+    probability: float
+    decided_by: str = "model"
+    uncertain: bool = False
+    logit: float | None = None
+    truncated: bool = False
+    chunk_id: str | None = None
+    llm_verdict: Verdict | None = None
+    llm_probability: float | None = None
+    escalation_failed: bool = False
+    reason: str | None = None
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.probability, float | int) and 0.0 <= self.probability <= 1.0):
+            raise ConfigError(f"Grade.probability must be in [0, 1], got {self.probability!r}")
+        if self.decided_by not in ("model", "llm", "heuristic"):
+            raise ConfigError(f"Grade.decided_by must be 'model', 'llm' or 'heuristic', got {self.decided_by!r}")
+        if self.logit is not None and not math.isfinite(self.logit):
+            raise ConfigError(f"Grade.logit must be finite, got {self.logit!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict with enum values as strings."""
+        out = asdict(self)
+        out["verdict"] = self.verdict.value
+        out["llm_verdict"] = self.llm_verdict.value if self.llm_verdict else None
+        return out

@@ -1,0 +1,45 @@
+"""Shared fixtures: paths to small data files and a tiny trained + exported bundle (built once per session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def squad_pairs_file() -> Path:
+    return FIXTURES / "squad_pairs.jsonl"
+
+
+@pytest.fixture(scope="session")
+def tiny_torch_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A grader fine-tuned for a few steps on the SQuAD fixture (fast, not accurate)."""
+    from training.data import load_pairs
+    from training.finetune import TrainConfig, train_grader
+    from training.splits import group_split
+
+    data = load_pairs(FIXTURES / "squad_pairs.jsonl")
+    train, val = group_split(data.pairs, test_size=0.3, by="query", seed=3)
+    from training.data import PairSet
+
+    out = tmp_path_factory.mktemp("tiny") / "torch"
+    train_grader(PairSet(train), PairSet(val), out,
+                 TrainConfig(max_length=64, max_steps=3, batch_size=8, progress=False, target_escalation=0.3,
+                             target_error=None, name="tiny"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_bundle(tiny_torch_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from training.export import export_bundle
+
+    out = tmp_path_factory.mktemp("tiny") / "onnx"
+    return export_bundle(tiny_torch_bundle, out, int8=True, keep_fp32=True)

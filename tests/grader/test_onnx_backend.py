@@ -1,0 +1,92 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from grader import Grader, ThresholdPolicy, load_grader
+from models import BundleError, Chunk, ConfigError, Verdict
+
+QUERY = "In what country is Normandy located?"
+RELEVANT = ("The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, "
+            "a region in France.")
+IRRELEVANT = "The mitochondrion is the powerhouse of the cell and produces most of its ATP."
+
+
+@pytest.fixture(scope="module")
+def grader():
+    return load_grader("default", threads=2)
+
+
+def test_grades_in_input_order_with_calibrated_probabilities(grader):
+    assert isinstance(grader, Grader)
+    chunks = [IRRELEVANT, Chunk(text=RELEVANT, chunk_id="c2"), IRRELEVANT]
+    grades = grader.grade(QUERY, chunks)
+    assert len(grades) == 3
+    assert grades[1].chunk_id == "c2"
+    assert grades[1].probability > grades[0].probability
+    assert grades[0].probability == pytest.approx(grades[2].probability, abs=1e-6)
+    assert grades[1].verdict is Verdict.RELEVANT and grades[0].verdict is Verdict.IRRELEVANT
+    assert all(g.decided_by == "model" and 0 <= g.probability <= 1 for g in grades)
+    assert chunks[0] == IRRELEVANT  # inputs untouched
+
+
+def test_batching_does_not_change_scores(grader):
+    chunks = [RELEVANT, IRRELEVANT] * 5
+    whole = [g.probability for g in grader.grade(QUERY, chunks)]
+    small = load_grader("default", threads=1, batch_size=3)
+    assert [g.probability for g in small.grade(QUERY, chunks)] == pytest.approx(whole, abs=1e-5)
+
+
+def test_long_chunks_are_truncated_and_flagged(grader):
+    long_text = " ".join(["Normandy is a region in France."] * 200)
+    grade = grader.grade(QUERY, [long_text, RELEVANT])
+    assert grade[0].truncated and "truncated" in (grade[0].reason or "")
+    assert not grade[1].truncated
+
+
+def test_empty_chunk_is_decided_by_heuristic(grader):
+    grades = grader.grade(QUERY, ["   ", RELEVANT])
+    assert grades[0].decided_by == "heuristic" and grades[0].verdict is Verdict.IRRELEVANT
+    assert grades[0].reason == "empty chunk text"
+    assert grader.grade(QUERY, []) == []
+
+
+def test_policy_override_sets_uncertain(grader):
+    wide = load_grader("default", policy=ThresholdPolicy(lower=0.0, upper=1.0, decision=0.5))
+    assert all(g.uncertain for g in wide.grade(QUERY, [RELEVANT, IRRELEVANT]))
+
+
+@pytest.mark.parametrize("query", ["", "   ", None, 3])
+def test_bad_query(grader, query):
+    with pytest.raises(ConfigError, match="query must be a non-empty string"):
+        grader.grade(query, [RELEVANT])
+
+
+def test_bad_chunks(grader):
+    with pytest.raises(ConfigError, match="not a single chunk"):
+        grader.grade(QUERY, RELEVANT)
+    with pytest.raises(ConfigError, match="must be a str or Chunk"):
+        grader.grade(QUERY, [RELEVANT, 5])
+
+
+def test_factory_errors(tmp_path):
+    with pytest.raises(ConfigError, match="did you mean 'onnx'"):
+        load_grader("default", backend="onx")
+    with pytest.raises(BundleError):
+        load_grader(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="threads"):
+        load_grader("default", threads=0)
+
+
+def test_onnx_path_imports_no_torch():
+    code = textwrap.dedent(f"""
+        import sys
+        from grader import load_grader
+        g = load_grader("default")
+        g.grade("q?", ["some text"])
+        bad = [m for m in ("torch", "transformers", "sklearn", "sentence_transformers") if m in sys.modules]
+        print("LOADED:" + ",".join(bad))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "LOADED:"

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from grader.thresholds import choose_thresholds, clopper_pearson_upper, tradeoff_curve
+from models import ConfigError
+
+
+def _calibrated(n, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.beta(0.6, 0.6, n)
+    y = (rng.random(n) < p).astype(int)
+    return p, y
+
+
+def _auto_error(policy, p, y):
+    auto = (p >= policy.upper) | (p <= policy.lower)
+    wrong = ((p >= policy.upper) & (y == 0)) | ((p <= policy.lower) & (y == 1))
+    return wrong[auto].mean(), 1 - auto.mean()
+
+
+def test_max_escalation_is_respected():
+    p, y = _calibrated(5000, 1)
+    choice = choose_thresholds(p, y, max_escalation=0.3)
+    assert choice.escalation_rate <= 0.3 + 1e-9
+    err, esc = _auto_error(choice.policy, p, y)
+    assert esc == pytest.approx(choice.escalation_rate)
+    assert err == pytest.approx(choice.auto_error_rate)
+    assert choice.policy.lower <= choice.policy.upper
+
+
+def test_max_error_meets_target_with_least_escalation():
+    p, y = _calibrated(5000, 2)
+    tight = choose_thresholds(p, y, max_error=0.05)
+    loose = choose_thresholds(p, y, max_error=0.15)
+    assert tight.auto_error_rate <= 0.05 and loose.auto_error_rate <= 0.15
+    assert loose.escalation_rate < tight.escalation_rate
+
+
+def test_guarantee_holds_on_fresh_data():
+    """With delta, the true error (measured on a large fresh draw) exceeds alpha in at most ~delta of trials;
+    the point-estimate choice, tuned to the same sample, exceeds it far more often."""
+    alpha, delta, trials = 0.08, 0.1, 40
+    guarded = naive = 0
+    for trial in range(trials):
+        p, y = _calibrated(2000, 100 + trial)
+        choice = choose_thresholds(p, y, max_error=alpha, delta=delta)
+        assert choice.feasible and choice.escalation_rate < 1.0
+        p2, y2 = _calibrated(20000, 1000 + trial)
+        guarded += _auto_error(choice.policy, p2, y2)[0] > alpha
+        naive += _auto_error(choose_thresholds(p, y, max_error=alpha).policy, p2, y2)[0] > alpha
+    assert guarded <= trials * delta
+    assert naive > guarded
+
+
+def test_infeasible_target_escalates_everything():
+    rng = np.random.default_rng(0)
+    p, y = rng.random(500), rng.integers(0, 2, 500)
+    choice = choose_thresholds(p, y, max_error=0.0001, delta=0.05)
+    assert not choice.feasible and choice.escalation_rate == 1.0
+
+
+def test_clopper_pearson_bounds():
+    ub = clopper_pearson_upper(np.array([0, 5, 10]), np.array([100, 100, 10]), 0.05)
+    assert 0.029 < ub[0] < 0.031  # rule of three
+    assert ub[1] > 0.05 and ub[2] == 1.0
+
+
+def test_bad_targets():
+    p, y = _calibrated(100, 0)
+    with pytest.raises(ConfigError, match="exactly one target"):
+        choose_thresholds(p, y)
+    with pytest.raises(ConfigError, match="exactly one target"):
+        choose_thresholds(p, y, max_error=0.1, max_escalation=0.1)
+    with pytest.raises(ConfigError, match="delta"):
+        choose_thresholds(p, y, max_escalation=0.1, delta=0.1)
+    with pytest.raises(ConfigError, match="one label per probability"):
+        choose_thresholds(p, y[:5], max_error=0.1)
+
+
+def test_tradeoff_curve_is_monotone():
+    p, y = _calibrated(3000, 3)
+    curve = tradeoff_curve(p, y, points=11)
+    errors = [c["auto_error_rate"] for c in curve]
+    assert errors[0] >= errors[-1]
+    assert all(b <= a + 1e-9 for a, b in zip(errors, errors[1:]))

@@ -1,0 +1,85 @@
+import json
+import logging
+
+import pytest
+
+from models import DataError, Verdict
+from training.data import load_pairs, query_key, write_pairs
+from training.labels import parse_label_map
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_jsonl_roundtrip(tmp_path, squad_pairs_file):
+    data = load_pairs(squad_pairs_file)
+    assert len(data) == 90 and data.summary()["labels"]["relevant"] == 18
+    out = tmp_path / "copy.jsonl"
+    assert write_pairs(data.pairs, out) == 90
+    assert load_pairs(out).pairs == data.pairs
+
+
+def test_csv_and_tsv_with_optional_fields(tmp_path):
+    (tmp_path / "a.csv").write_text(
+        'query,text,label,query_id,source,metadata\n"Who?",Him.,yes,q1,doc,"{""k"": 1}"\nWho?,Her.,0,q1,,\n',
+        encoding="utf-8")
+    data = load_pairs(tmp_path / "a.csv")
+    assert [p.label for p in data.pairs] == [Verdict.RELEVANT, Verdict.IRRELEVANT]
+    assert data.pairs[0].metadata == {"k": 1} and data.pairs[0].source == "doc" and data.pairs[1].source is None
+    (tmp_path / "a.tsv").write_text("query\ttext\tlabel\nq\tt\t3\n", encoding="utf-8")
+    graded = load_pairs(tmp_path / "a.tsv", label_map=parse_label_map("3=relevant,0-2=irrelevant"))
+    assert graded.pairs[0].label is Verdict.RELEVANT
+    assert graded.pairs[0].query_id == query_key("q") == query_key("  Q ")
+
+
+def test_all_bad_lines_reported_with_file_and_line(tmp_path):
+    path = _jsonl(tmp_path / "bad.jsonl", [
+        {"query": "q", "text": "t", "label": "relevant"},
+        {"query": "q", "text": "", "label": "relevant"},
+        {"query": "q", "label": "relevant"},
+        {"query": "q", "text": "t2", "label": "relevnt"},
+    ])
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("{broken\n")
+    with pytest.raises(DataError) as info:
+        load_pairs(path)
+    message = str(info.value)
+    assert "4 invalid record(s)" in message
+    assert f"{path}:2: text must be non-empty" in message
+    assert f"{path}:3: missing field(s) ['text']" in message
+    assert "did you mean 'relevant'" in message
+    assert f"{path}:5: invalid JSON" in message
+
+
+def test_duplicates_warn_and_keep_first(tmp_path, caplog):
+    path = _jsonl(tmp_path / "dup.jsonl", [
+        {"query": "q", "text": "t", "label": "relevant"},
+        {"query": "q", "text": "t", "label": "irrelevant"},
+    ])
+    with caplog.at_level(logging.WARNING):
+        data = load_pairs(path)
+    assert len(data) == 1 and data.pairs[0].label is Verdict.RELEVANT
+    assert "duplicate of the pair on line 1 with a different label" in data.warnings[0]
+    assert "duplicate" in caplog.text
+
+
+def test_file_level_errors(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        load_pairs(tmp_path / "none.jsonl")
+    (tmp_path / "empty.jsonl").write_text("  \n", encoding="utf-8")
+    with pytest.raises(DataError, match="the file is empty"):
+        load_pairs(tmp_path / "empty.jsonl")
+    (tmp_path / "latin.jsonl").write_bytes(b'{"query": "q", "text": "t", "label": 1}\n{"query": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=r"latin.jsonl:2: not UTF-8"):
+        load_pairs(tmp_path / "latin.jsonl")
+    (tmp_path / "x.parquet").write_text("x", encoding="utf-8")
+    with pytest.raises(DataError, match="unknown data format"):
+        load_pairs(tmp_path / "x.parquet")
+    (tmp_path / "h.csv").write_text("question,passage,label\nq,t,1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['query', 'text'\]"):
+        load_pairs(tmp_path / "h.csv")
+    _jsonl(tmp_path / "list.jsonl", [[1, 2]])
+    with pytest.raises(DataError, match="must be a JSON object"):
+        load_pairs(tmp_path / "list.jsonl")

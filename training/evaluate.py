@@ -1,0 +1,89 @@
+"""``crag eval``: metrics of a grader bundle on labelled pairs, a JSON report and readable plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.cross_encoder import CrossEncoderGrader
+from grader.factory import load_grader
+from grader.thresholds import tradeoff_curve
+from models.deps import require
+from training.data import PairSet
+from training.metrics import binary_labels, compute_metrics, reliability_bins
+
+__all__ = ["evaluate_bundle", "evaluate_grader", "write_plots", "write_report"]
+
+
+def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int = 32) -> dict[str, Any]:
+    """Score every pair and compute the report (curves included for plotting)."""
+    scored = grader.score_pairs([(p.query, p.text) for p in data.pairs], batch_size=batch_size)
+    probs = grader.probabilities(scored.logits)
+    report = compute_metrics(data.pairs, probs, grader.policy, scored.batch_seconds)
+    y = binary_labels(data.pairs)
+    report["truncated_share"] = float(scored.truncated.mean())
+    report["batch_size"] = batch_size
+    report["model"] = grader.describe()
+    report["reliability"] = reliability_bins(probs, y)
+    report["tradeoff"] = tradeoff_curve(probs, y) if y.min() != y.max() else []
+    return report
+
+
+def evaluate_bundle(model: str | Path, data: PairSet, *, backend: str = "auto", **options: Any) -> dict[str, Any]:
+    """Load a bundle (name or path) and evaluate it."""
+    grader = load_grader(model, backend=backend, **options)
+    if not isinstance(grader, CrossEncoderGrader):
+        raise TypeError(f"evaluate_bundle needs a cross-encoder bundle, got {type(grader).__name__}")
+    return evaluate_grader(grader, data)
+
+
+def write_plots(report: dict[str, Any], prefix: str | Path) -> list[Path]:
+    """Reliability diagram and auto-decided error against escalation rate, as PNG files."""
+    matplotlib = require("matplotlib", "train")
+    matplotlib.use("Agg")
+    plt = require("matplotlib.pyplot", "train")
+    prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    fig, ax = plt.subplots(figsize=(5, 5))
+    bins = report["reliability"]
+    ax.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
+    ax.plot([b["mean_probability"] for b in bins], [b["positive_rate"] for b in bins], "o-",
+            label=f"grader (ECE {report['ece']:.3f})")
+    ax.set(xlabel="predicted P(relevant)", ylabel="observed share relevant", title="Reliability diagram",
+           xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left")
+    path = prefix.with_name(prefix.name + "_reliability.png")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    written.append(path)
+    if report["tradeoff"]:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        curve = report["tradeoff"]
+        ax.plot([100 * c["escalation_rate"] for c in curve], [100 * c["auto_error_rate"] for c in curve], "o-")
+        ax.axvline(100 * report["escalation_rate"], color="red", ls=":", label="bundle thresholds")
+        ax.set(xlabel="escalated to LLM (%)", ylabel="error on auto-decided pairs (%)",
+               title="Auto-decided error vs escalation rate")
+        ax.legend()
+        path = prefix.with_name(prefix.name + "_tradeoff.png")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_report(report: dict[str, Any], path: str | Path) -> Path:
+    """Write the JSON report (numpy values converted)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

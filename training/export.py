@@ -1,0 +1,146 @@
+"""Export a trained torch bundle to an ONNX bundle, with dynamic int8 quantisation and a parity gate.
+
+Every export ends with a torch-vs-ONNX check on the probe pairs stored at training time: the largest
+logit difference, and the share of verdicts (at the bundle's thresholds, after calibration) that flip.
+If either exceeds its tolerance the export fails with :class:`ParityError` and no bundle is left
+behind at ``out``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.cross_encoder import CrossEncoderGrader
+from models.bundle import read_bundle, write_manifest
+from models.deps import require
+from models.errors import BundleError, ConfigError, ParityError
+from models.registry import resolve_bundle
+from training.data import PairSet, load_pairs
+from training.finetune import PROBE_FILE
+from training.versions import library_versions
+
+__all__ = ["ParityReport", "export_bundle", "parity_report"]
+
+logger = logging.getLogger(__name__)
+FP32_MAX_LOGIT_DIFF = 1e-3
+INT8_MAX_FLIP_SHARE = 0.02
+INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids"]
+OPSET = 17
+
+
+ParityReport = dict[str, Any]
+
+
+def _onnx_export(model: Any, path: Path) -> None:
+    torch = require("torch", "train")
+    require("onnx", "train")
+    model.eval()
+    example = tuple(torch.ones((2, 16), dtype=torch.long) for _ in INPUT_NAMES)
+    axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model, example, str(path), input_names=INPUT_NAMES, output_names=["logits"],
+            dynamic_axes={**axes, "logits": {0: "batch"}}, opset_version=OPSET, dynamo=False,
+        )
+
+
+def _quantize(src: Path, dst: Path) -> None:
+    quantization = require("onnxruntime.quantization", "onnx")
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+
+
+def parity_report(reference: CrossEncoderGrader, candidate: CrossEncoderGrader, probe: PairSet) -> ParityReport:
+    """Compare two graders on the probe pairs: logit differences and verdict flips."""
+    pairs = [(p.query, p.text) for p in probe.pairs]
+    ref = reference.score_pairs(pairs).logits
+    got = candidate.score_pairs(pairs).logits
+    policy = reference.policy
+    ref_v = [policy.verdict(float(p)) for p in reference.probabilities(ref)]
+    got_v = [policy.verdict(float(p)) for p in candidate.probabilities(got)]
+    flips = sum(a[0] is not b[0] for a, b in zip(ref_v, got_v, strict=True))
+    band_moves = sum(a != b for a, b in zip(ref_v, got_v, strict=True))
+    diff = np.abs(ref - got)
+    return {
+        "probe_pairs": len(pairs),
+        "max_logit_diff": float(diff.max()),
+        "mean_logit_diff": float(diff.mean()),
+        "verdict_flip_share": flips / len(pairs),
+        "decision_change_share": band_moves / len(pairs),
+    }
+
+
+def export_bundle(
+    model: str | Path,
+    out: str | Path,
+    *,
+    int8: bool = True,
+    keep_fp32: bool = True,
+    probe: str | Path | None = None,
+    max_flip_share: float = INT8_MAX_FLIP_SHARE,
+    fp32_tolerance: float = FP32_MAX_LOGIT_DIFF,
+) -> Path:
+    """Export the torch bundle ``model`` to an ONNX bundle at ``out`` (replaced only if the gate passes)."""
+    from grader.onnx_backend import OnnxGrader
+    from grader.torch_backend import TorchGrader
+
+    if not int8 and not keep_fp32:
+        raise ConfigError("nothing to export: keep_fp32=False needs int8=True")
+    if not 0.0 <= max_flip_share <= 1.0:
+        raise ConfigError(f"max_flip_share must be in [0, 1], got {max_flip_share}")
+    source = read_bundle(resolve_bundle(model))
+    if source.manifest.backend != "torch":
+        raise BundleError(f"{source.path} is already an {source.manifest.backend} bundle; export needs the "
+                          "torch bundle written by `crag train`")
+    probe_path = Path(probe) if probe else source.path / PROBE_FILE
+    if not probe_path.is_file():
+        raise ConfigError(f"no probe pairs for the parity gate: {probe_path} is missing; pass --probe <pairs file>")
+    probe_set = load_pairs(probe_path)
+    out = Path(out)
+    reference = TorchGrader(source)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="crag-export-") as tmp_name:
+        tmp = Path(tmp_name)
+        fp32_path = tmp / "model.onnx"
+        _onnx_export(reference.model, fp32_path)
+        shutil.copy(source.file("tokenizer.json"), tmp / "tokenizer.json")
+        model_files = {"fp32": "model.onnx"}
+        if int8:
+            _quantize(fp32_path, tmp / "model.int8.onnx")
+            model_files["int8"] = "model.int8.onnx"
+        base = source.manifest.model_dump(exclude={"files", "model_files", "backend", "parity", "versions"})
+        manifest = {**base, "backend": "onnx", "input_names": INPUT_NAMES, "model_files": model_files,
+                    "versions": library_versions()}
+        write_manifest(tmp, manifest, ["tokenizer.json", *model_files.values()])
+        staged = read_bundle(tmp)
+        parity: dict[str, Any] = {}
+        for variant in model_files:
+            report = parity_report(reference, OnnxGrader(staged, variant=variant), probe_set)
+            parity[variant] = report
+            logger.info("parity %s: %s", variant, report)
+            if variant == "fp32" and report["max_logit_diff"] > fp32_tolerance:
+                raise ParityError(f"fp32 ONNX differs from torch by {report['max_logit_diff']:.2e} logits "
+                                  f"(tolerance {fp32_tolerance:.0e}); the export is broken, bundle not written")
+            if variant == "int8" and report["verdict_flip_share"] > max_flip_share:
+                raise ParityError(f"int8 flips {report['verdict_flip_share']:.1%} of probe verdicts "
+                                  f"(allowed {max_flip_share:.1%}); export without --int8, bundle not written")
+        if not keep_fp32:
+            fp32_path.unlink()
+            model_files.pop("fp32")
+        manifest["model_files"] = model_files
+        manifest["parity"] = {**parity, "probe": str(probe_path), "seconds": round(time.perf_counter() - start, 1)}
+        write_manifest(tmp, manifest, ["tokenizer.json", *model_files.values()])
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(tmp, out)
+    read_bundle(out)
+    return out

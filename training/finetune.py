@@ -1,0 +1,275 @@
+"""Fine-tuning a cross-encoder grader from labelled pairs (transformers + torch, CPU or GPU).
+
+Binary head (one logit): relevant -> 1, partial -> ``partial_target``, irrelevant -> 0, trained with
+BCE. Length-bucketed batches with dynamic padding keep CPU training fast. The best checkpoint by
+validation AUROC is kept, with early stopping; the seed is fixed and recorded. After training the
+model is calibrated and its thresholds are chosen on the validation split, and the result is written
+as a torch bundle (``crag export`` turns it into ONNX).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.calibration import CALIBRATION_METHODS, fit_calibrator
+from grader.encoding import EncodedBatch, PairEncoder
+from grader.thresholds import choose_thresholds
+from models.bundle import write_manifest
+from models.deps import require
+from models.errors import ConfigError
+from models.types import Verdict
+from training.base_models import resolve_base
+from training.data import LabelledPair, PairSet, write_pairs
+from training.metrics import binary_labels, compute_metrics
+from training.versions import library_versions
+
+__all__ = ["TrainConfig", "TrainResult", "train_grader"]
+
+logger = logging.getLogger(__name__)
+PROBE_FILE = "probe.jsonl"
+PROBE_SIZE = 256
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Hyper-parameters of one fine-tuning run; every field is recorded in the manifest."""
+
+    base: str = "default-base"
+    max_length: int = 256
+    epochs: float = 1.0
+    batch_size: int = 16
+    learning_rate: float = 4e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    partial_target: float = 0.75
+    seed: int = 13
+    eval_every: int = 0
+    patience: int = 2
+    max_steps: int = 0
+    threads: int = 0
+    device: str = "cpu"
+    calibration: str = "auto"
+    target_error: float | None = 0.05
+    target_escalation: float | None = None
+    delta: float | None = None
+    progress: bool = True
+    name: str = "grader"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (8 <= self.max_length <= 8192, "max_length must be in [8, 8192]"),
+            (self.epochs > 0, "epochs must be > 0"),
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
+            (0 <= self.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
+            (0 <= self.partial_target <= 1, "partial_target must be in [0, 1]"),
+            (self.patience >= 1, "patience must be >= 1"),
+            (self.calibration in CALIBRATION_METHODS, f"calibration must be one of {list(CALIBRATION_METHODS)}"),
+            ((self.target_error is None) != (self.target_escalation is None),
+             "set exactly one of target_error and target_escalation"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"TrainConfig: {message} (got {self})")
+
+
+@dataclass
+class TrainResult:
+    """Where the bundle went and what training achieved."""
+
+    out: Path
+    best_val_auroc: float
+    steps: int
+    seconds: float
+    metrics: dict[str, Any]
+    thresholds: dict[str, Any]
+
+
+def _target(label: Verdict, partial_target: float) -> float:
+    return {Verdict.RELEVANT: 1.0, Verdict.PARTIAL: partial_target, Verdict.IRRELEVANT: 0.0}[label]
+
+
+def _bucketed_batches(
+    encoder: PairEncoder, pairs: list[LabelledPair], batch_size: int, rng: random.Random
+) -> list[EncodedBatch]:
+    """Shuffle, group into pools of 50 batches, sort each pool by length, then shuffle the batches."""
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    pool = batch_size * 50
+    batches: list[EncodedBatch] = []
+    for start in range(0, len(order), pool):
+        chunk = order[start : start + pool]
+        for batch in encoder.encode([(pairs[i].query, pairs[i].text) for i in chunk], batch_size=batch_size):
+            rows = np.asarray([chunk[i] for i in batch.index])
+            batches.append(EncodedBatch(rows, batch.input_ids, batch.attention_mask, batch.token_type_ids,
+                                        batch.truncated))
+    rng.shuffle(batches)
+    return batches
+
+
+def _val_logits(model: Any, encoder: PairEncoder, pairs: list[LabelledPair], device: str) -> np.ndarray:
+    torch = require("torch", "train")
+    logits = np.zeros(len(pairs))
+    model.eval()
+    with torch.inference_mode():
+        for batch in encoder.encode([(p.query, p.text) for p in pairs], batch_size=64):
+            out = model(
+                input_ids=torch.from_numpy(batch.input_ids).to(device),
+                attention_mask=torch.from_numpy(batch.attention_mask).to(device),
+                token_type_ids=torch.from_numpy(batch.token_type_ids).to(device),
+            ).logits[:, 0]
+            logits[batch.index] = out.float().cpu().numpy()
+    model.train()
+    return logits
+
+
+def _auroc(logits: np.ndarray, pairs: list[LabelledPair]) -> float:
+    metrics = require("sklearn.metrics", "train")
+    y = binary_labels(pairs)
+    if y.min() == y.max():
+        return float("nan")
+    return float(metrics.roc_auc_score(y, logits))
+
+
+def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainConfig) -> TrainResult:
+    """Fine-tune, calibrate, choose thresholds, and write a torch bundle to ``out``."""
+    torch = require("torch", "train")
+    transformers = require("transformers", "train")
+    tqdm = require("tqdm", "train").tqdm
+    if len(train) == 0 or len(val) == 0:
+        raise ConfigError("training needs non-empty train and validation sets")
+    if binary_labels(val.pairs).min() == binary_labels(val.pairs).max():
+        raise ConfigError("the validation set needs both relevant and irrelevant pairs to calibrate and stop early")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    base_dir = resolve_base(config.base)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    encoder = PairEncoder(base_dir / "tokenizer.json", config.max_length)
+    transformers.logging.set_verbosity_error()
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        str(base_dir), num_labels=1, local_files_only=True
+    ).to(config.device)
+    rng = random.Random(config.seed)
+    pairs = train.pairs
+    targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
+    steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
+    total_steps = config.max_steps or max(1, int(round(steps_per_epoch * config.epochs)))
+    eval_every = config.eval_every or min(steps_per_epoch, total_steps)
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
+         "weight_decay": config.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
+    scheduler = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(config.warmup_ratio * total_steps), total_steps
+    )
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    checkpoint = out / "checkpoint"
+    best, best_step, bad_evals, step, history = -1.0, 0, 0, 0, []
+    start = time.perf_counter()
+    model.train()
+    bar = tqdm(total=total_steps, desc="training", unit="step", disable=not config.progress)
+    stop = False
+    while not stop:
+        for batch in _bucketed_batches(encoder, pairs, config.batch_size, rng):
+            logits = model(
+                input_ids=torch.from_numpy(batch.input_ids).to(config.device),
+                attention_mask=torch.from_numpy(batch.attention_mask).to(config.device),
+                token_type_ids=torch.from_numpy(batch.token_type_ids).to(config.device),
+            ).logits[:, 0]
+            loss = loss_fn(logits, torch.from_numpy(targets[batch.index]).to(config.device))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", best_auroc=f"{best:.4f}")
+            if step % eval_every == 0 or step == total_steps:
+                auroc = _auroc(_val_logits(model, encoder, val.pairs, config.device), val.pairs)
+                history.append({"step": step, "val_auroc": auroc, "seconds": time.perf_counter() - start})
+                logger.info("step %d: validation AUROC %.4f", step, auroc)
+                if auroc > best:
+                    best, best_step, bad_evals = auroc, step, 0
+                    model.save_pretrained(checkpoint)
+                else:
+                    bad_evals += 1
+                    if bad_evals >= config.patience:
+                        logger.info("early stop at step %d (best %.4f at step %d)", step, best, best_step)
+                        stop = True
+                        break
+            if step >= total_steps:
+                stop = True
+                break
+    bar.close()
+    seconds = time.perf_counter() - start
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(checkpoint), local_files_only=True)
+    model.to(config.device)
+    return _finish(model, encoder, base_dir, train, val, out, config, history, best, best_step, step, seconds)
+
+
+def _finish(
+    model: Any, encoder: PairEncoder, base_dir: Path, train: PairSet, val: PairSet, out: Path,
+    config: TrainConfig, history: list[dict[str, Any]], best: float, best_step: int, steps: int, seconds: float,
+) -> TrainResult:
+    """Calibrate and choose thresholds on validation, then write the torch bundle."""
+    logits = _val_logits(model, encoder, val.pairs, config.device)
+    y = binary_labels(val.pairs)
+    calibrator = fit_calibrator(config.calibration, logits, y)
+    probs = calibrator.predict(logits)
+    choice = choose_thresholds(
+        probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta
+    )
+    metrics = compute_metrics(val.pairs, probs, choice.policy)
+    model.save_pretrained(out, safe_serialization=True)
+    shutil.copy(base_dir / "tokenizer.json", out / "tokenizer.json")
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    probe_rng = random.Random(config.seed)
+    probe = probe_rng.sample(val.pairs, min(PROBE_SIZE, len(val.pairs)))
+    write_pairs(probe, out / PROBE_FILE)
+    (out / "training_history.json").write_text(json.dumps(history, indent=2) + "\n", encoding="utf-8")
+    manifest = {
+        "name": config.name,
+        "backend": "torch",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "base_model": str(config.base),
+        "max_length": config.max_length,
+        "input_names": ["input_ids", "attention_mask", "token_type_ids"],
+        "model_files": {"torch": "model.safetensors"},
+        "calibration": calibrator.to_dict(),
+        "thresholds": choice.to_dict(),
+        "training": {
+            "config": {k: v for k, v in asdict(config).items() if k != "progress"},
+            "train_data": train.summary(),
+            "val_data": val.summary(),
+            "steps": steps,
+            "best_step": best_step,
+            "best_val_auroc": best,
+            "seconds": round(seconds, 1),
+            "head": "binary (one logit, BCE; partial -> partial_target)",
+        },
+        "metrics": {"validation": metrics},
+        "versions": library_versions(),
+    }
+    files = ["config.json", "model.safetensors", "tokenizer.json", PROBE_FILE, "training_history.json"]
+    write_manifest(out, manifest, files)
+    return TrainResult(out=out, best_val_auroc=best, steps=steps, seconds=seconds, metrics=metrics,
+                       thresholds=choice.to_dict())
