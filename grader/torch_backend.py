@@ -37,7 +37,8 @@ class TorchGrader(CrossEncoderGrader):
             )
         super().__init__(bundle, batch_size=batch_size, policy=policy)
         torch = require("torch", "train")
-        transformers = require("transformers", "train")
+        from grader.torch_model import load_cross_encoder
+
         if threads is not None:
             if threads < 1:
                 raise ConfigError(f"threads must be a positive int, got {threads!r}")
@@ -45,10 +46,8 @@ class TorchGrader(CrossEncoderGrader):
         self._torch = torch
         self.device = device
         try:
-            self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                str(bundle.path), local_files_only=True
-            )
-        except (OSError, ValueError) as exc:
+            self.model = load_cross_encoder(bundle.path)
+        except (OSError, ValueError, RuntimeError) as exc:
             raise BundleError(f"cannot load the torch model in {bundle.path}: {exc}") from exc
         self.model.to(device).eval()
 
@@ -59,7 +58,7 @@ class TorchGrader(CrossEncoderGrader):
                 input_ids=torch.from_numpy(batch.input_ids).to(self.device),
                 attention_mask=torch.from_numpy(batch.attention_mask).to(self.device),
                 token_type_ids=torch.from_numpy(batch.token_type_ids).to(self.device),
-            ).logits
+            )
         return np.asarray(out[:, 0].float().cpu().numpy(), dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:

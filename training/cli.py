@@ -12,6 +12,7 @@ from pathlib import Path
 from grader.calibration import CALIBRATION_METHODS, fit_calibrator
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
+from grader.llm_args import add_llm_arguments, llm_from_args
 from grader.thresholds import choose_thresholds
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError
@@ -25,6 +26,7 @@ __all__ = [
     "register_convert",
     "register_eval",
     "register_export",
+    "register_label",
     "register_mine",
     "register_recipe",
     "register_train",
@@ -132,6 +134,8 @@ def _eval(args: argparse.Namespace) -> int:
     grader = load_grader(args.model, backend=args.backend, threads=args.threads)
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError(f"crag eval needs a cross-encoder bundle, got {type(grader).__name__}")
+    if args.cascade:
+        return _eval_cascade(args, grader, data)
     report = evaluate_grader(grader, data, batch_size=args.batch_size)
     report["data"] = data.summary()
     if args.json:
@@ -141,6 +145,21 @@ def _eval(args: argparse.Namespace) -> int:
     keys = ("n", "auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate",
             "ece", "brier", "latency_ms_per_batch", "plots")
     _print({k: report.get(k) for k in keys})
+    return 0
+
+
+def _eval_cascade(args: argparse.Namespace, grader: CrossEncoderGrader, data: PairSet) -> int:
+    from training.cascade_eval import evaluate_cascade
+    from training.evaluate import write_report
+
+    levels = [float(v) for v in args.levels.split(",")]
+    simulated = [float(v) for v in args.simulate_accuracy.split(",")] if args.simulate_accuracy else []
+    pairs = data.pairs[: args.limit] if args.limit else data.pairs
+    report = evaluate_cascade(grader, pairs, llm=llm_from_args(args), levels=levels, simulated_accuracy=simulated)
+    report["data"] = data.summary()
+    if args.json:
+        write_report(report, args.json)
+    _print(report)
     return 0
 
 
@@ -154,6 +173,13 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default="auto", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--cascade", action="store_true",
+                   help="report the cascade against escalation rate (real LLM via --llm-*, plus simulated LLMs)")
+    p.add_argument("--levels", default="0,0.05,0.1,0.2,0.3,0.5", help="escalation rates for --cascade")
+    p.add_argument("--simulate-accuracy", default="0.8,0.9,0.95",
+                   help="accuracies of simulated LLMs for --cascade ('' for none)")
+    p.add_argument("--limit", type=int, default=0, help="use only the first N pairs (bounds real LLM calls)")
+    add_llm_arguments(p)
     p.set_defaults(handler=_eval)
 
 
@@ -242,6 +268,30 @@ def register_mine(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="bm25", choices=["bm25", "biencoder"])
     p.add_argument("--base", default="default-base", help="bi-encoder for --method biencoder")
     p.set_defaults(handler=_mine)
+
+
+def _label(args: argparse.Namespace) -> int:
+    from training.labelling import label_with_llm
+
+    llm = llm_from_args(args)
+    if llm is None:
+        raise ConfigError("crag label needs an LLM: pass --llm-model (and --llm-base-url for a local server)")
+    data = load_pairs(args.data, labelled=False)
+    result = label_with_llm(llm, data.pairs, progress=not args.no_progress)
+    count = write_pairs(result.labelled, args.out)
+    _print({"out": args.out, "labelled": count, "failed": len(result.failed),
+            "failures": [{"query": p.query, "text": p.text[:80], "reason": why} for p, why in result.failed[:20]],
+            "seconds": round(result.seconds, 1), "llm_calls": llm.stats.calls, "cost_usd": llm.stats.cost_usd})
+    return 0 if count else 2
+
+
+def register_label(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("label", help="label unlabelled (query, text) pairs with an LLM, recording its reasons")
+    p.add_argument("--data", required=True, help="pairs with query and text (a label column is ignored)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--no-progress", action="store_true")
+    add_llm_arguments(p, required=True)
+    p.set_defaults(handler=_label)
 
 
 def _recipe(args: argparse.Namespace) -> int:

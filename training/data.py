@@ -104,7 +104,7 @@ def _decode(path: Path) -> str:
         ) from exc
 
 
-def _records(path: Path, fmt: str, text: str) -> Iterator[tuple[int, Any]]:
+def _records(path: Path, fmt: str, text: str, labelled: bool = True) -> Iterator[tuple[int, Any]]:
     if fmt == "jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -116,7 +116,7 @@ def _records(path: Path, fmt: str, text: str) -> Iterator[tuple[int, Any]]:
         return
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
     header = reader.fieldnames or []
-    missing = [c for c in REQUIRED if c not in header]
+    missing = [c for c in REQUIRED if c not in header and (labelled or c != "label")]
     if missing:
         raise DataError(
             f"{path}:1: header {header} lacks column(s) {missing}; the columns are "
@@ -126,9 +126,11 @@ def _records(path: Path, fmt: str, text: str) -> Iterator[tuple[int, Any]]:
         yield reader.line_num, row
 
 
-def _pair_from(record: Any, label_map: LabelMap | None) -> LabelledPair:
+def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True) -> LabelledPair:
     if not isinstance(record, dict):
         raise ConfigError(f"each record must be a JSON object, got {type(record).__name__}")
+    if not labelled:
+        record = {**record, "label": Verdict.IRRELEVANT.value}  # placeholder, replaced by the labeller
     missing = [k for k in REQUIRED if record.get(k) is None]
     if missing:
         raise ConfigError(f"missing field(s) {missing}")
@@ -158,8 +160,14 @@ def _pair_from(record: Any, label_map: LabelMap | None) -> LabelledPair:
     )
 
 
-def load_pairs(path: str | Path, *, label_map: LabelMap | None = None, fmt: str | None = None) -> PairSet:
-    """Load and validate a labelled pair file; raise one :class:`DataError` listing every bad line."""
+def load_pairs(
+    path: str | Path, *, label_map: LabelMap | None = None, fmt: str | None = None, labelled: bool = True
+) -> PairSet:
+    """Load and validate a labelled pair file; raise one :class:`DataError` listing every bad line.
+
+    With ``labelled=False`` (unlabelled pairs for ``crag label``) only query and text are required and
+    any label in the file is ignored.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -171,12 +179,12 @@ def load_pairs(path: str | Path, *, label_map: LabelMap | None = None, fmt: str 
     errors: list[str] = []
     warnings: list[str] = []
     seen: dict[tuple[str, str], tuple[int, Verdict]] = {}
-    for number, record in _records(path, kind, text):
+    for number, record in _records(path, kind, text, labelled):
         if isinstance(record, DataError):
             errors.append(str(record))
             continue
         try:
-            pair = _pair_from(record, label_map)
+            pair = _pair_from(record, label_map, labelled=labelled)
         except ConfigError as exc:
             errors.append(f"{path}:{number}: {exc}")
             continue

@@ -55,7 +55,7 @@ def _onnx_export(model: Any, path: Path) -> None:
 
 def _quantize(src: Path, dst: Path) -> None:
     quantization = require("onnxruntime.quantization", "onnx")
-    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8, per_channel=True)
 
 
 def parity_report(reference: CrossEncoderGrader, candidate: CrossEncoderGrader, probe: PairSet) -> ParityReport:

@@ -49,6 +49,7 @@ class TrainConfig:
     epochs: float = 1.0
     batch_size: int = 16
     learning_rate: float = 4e-5
+    head_learning_rate: float = 1e-3
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     partial_target: float = 0.75
@@ -72,6 +73,7 @@ class TrainConfig:
             (self.epochs > 0, "epochs must be > 0"),
             (self.batch_size >= 1, "batch_size must be >= 1"),
             (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
+            (0 < self.head_learning_rate < 1, "head_learning_rate must be in (0, 1)"),
             (0 <= self.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
             (0 <= self.partial_target <= 1, "partial_target must be in [0, 1]"),
             (self.patience >= 1, "patience must be >= 1"),
@@ -128,7 +130,7 @@ def _val_logits(model: Any, encoder: PairEncoder, pairs: list[LabelledPair], dev
                 input_ids=torch.from_numpy(batch.input_ids).to(device),
                 attention_mask=torch.from_numpy(batch.attention_mask).to(device),
                 token_type_ids=torch.from_numpy(batch.token_type_ids).to(device),
-            ).logits[:, 0]
+            )[:, 0]
             logits[batch.index] = out.float().cpu().numpy()
     model.train()
     return logits
@@ -147,6 +149,8 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     tqdm = require("tqdm", "train").tqdm
+    from grader.torch_model import build_cross_encoder, load_cross_encoder, save_cross_encoder
+
     if len(train) == 0 or len(val) == 0:
         raise ConfigError("training needs non-empty train and validation sets")
     if binary_labels(val.pairs).min() == binary_labels(val.pairs).max():
@@ -161,9 +165,8 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
         torch.set_num_threads(config.threads)
     encoder = PairEncoder(base_dir / "tokenizer.json", config.max_length)
     transformers.logging.set_verbosity_error()
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(
-        str(base_dir), num_labels=1, local_files_only=True
-    ).to(config.device)
+    transformers.utils.logging.disable_progress_bar()
+    model = build_cross_encoder(base_dir).to(config.device)
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
@@ -171,10 +174,11 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     total_steps = config.max_steps or max(1, int(round(steps_per_epoch * config.epochs)))
     eval_every = config.eval_every or min(steps_per_epoch, total_steps)
     no_decay = ("bias", "LayerNorm.weight")
+    encoder_params = list(model.encoder.named_parameters())
     groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)],
-         "weight_decay": config.weight_decay},
-        {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        {"params": [p for n, p in encoder_params if not any(k in n for k in no_decay)], "weight_decay": config.weight_decay},
+        {"params": [p for n, p in encoder_params if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        {"params": model.head_parameters(), "weight_decay": 0.0, "lr": config.head_learning_rate},
     ]
     optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
     scheduler = transformers.get_linear_schedule_with_warmup(
@@ -193,7 +197,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
                 input_ids=torch.from_numpy(batch.input_ids).to(config.device),
                 attention_mask=torch.from_numpy(batch.attention_mask).to(config.device),
                 token_type_ids=torch.from_numpy(batch.token_type_ids).to(config.device),
-            ).logits[:, 0]
+            )[:, 0]
             loss = loss_fn(logits, torch.from_numpy(targets[batch.index]).to(config.device))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -209,7 +213,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
                 logger.info("step %d: validation AUROC %.4f", step, auroc)
                 if auroc > best:
                     best, best_step, bad_evals = auroc, step, 0
-                    model.save_pretrained(checkpoint)
+                    save_cross_encoder(model, checkpoint)
                 else:
                     bad_evals += 1
                     if bad_evals >= config.patience:
@@ -221,8 +225,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
                 break
     bar.close()
     seconds = time.perf_counter() - start
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(checkpoint), local_files_only=True)
-    model.to(config.device)
+    model = load_cross_encoder(checkpoint).to(config.device)
     return _finish(model, encoder, base_dir, train, val, out, config, history, best, best_step, step, seconds)
 
 
@@ -239,7 +242,9 @@ def _finish(
         probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta
     )
     metrics = compute_metrics(val.pairs, probs, choice.policy)
-    model.save_pretrained(out, safe_serialization=True)
+    from grader.torch_model import save_cross_encoder
+
+    model_files = save_cross_encoder(model, out)
     shutil.copy(base_dir / "tokenizer.json", out / "tokenizer.json")
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     probe_rng = random.Random(config.seed)
@@ -264,12 +269,12 @@ def _finish(
             "best_step": best_step,
             "best_val_auroc": best,
             "seconds": round(seconds, 1),
-            "head": "binary (one logit, BCE; partial -> partial_target)",
+            "head": "segment-pooling cosine + linear (one logit, BCE; partial -> partial_target)",
         },
         "metrics": {"validation": metrics},
         "versions": library_versions(),
     }
-    files = ["config.json", "model.safetensors", "tokenizer.json", PROBE_FILE, "training_history.json"]
+    files = [*model_files, "tokenizer.json", PROBE_FILE, "training_history.json"]
     write_manifest(out, manifest, files)
     return TrainResult(out=out, best_val_auroc=best, steps=steps, seconds=seconds, metrics=metrics,
                        thresholds=choice.to_dict())

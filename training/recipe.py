@@ -41,7 +41,8 @@ class RecipeConfig:
     squad_question_share: float = 0.5
     wikiqa_negatives_per_question: int = 3
     max_length: int = 256
-    epochs: float = 1.0
+    epochs: float = 1.25
+    eval_every: int = 250
     batch_size: int = 16
     learning_rate: float = 4e-5
     target_error: float = 0.05
@@ -130,7 +131,7 @@ def run_default_recipe(
             TrainConfig(
                 max_length=config.max_length, epochs=config.epochs, batch_size=config.batch_size,
                 learning_rate=config.learning_rate, seed=config.seed, target_error=config.target_error,
-                eval_every=0, progress=progress, name="default",
+                eval_every=config.eval_every, threads=2, progress=progress, name="default",
                 extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": config.__dict__},
             ),
         )

@@ -1,0 +1,137 @@
+"""The escalation cascade: the small model decides what it is sure of, an LLM judges only the rest.
+
+``CascadeGrader(primary=..., escalate_to=..., policy=...)`` is itself a Grader. Chunks whose calibrated
+probability falls inside the policy's band go to the LLM, most uncertain first, within a per-query
+budget (LLM calls, deadline, cost). A chunk the LLM could not judge keeps the small model's verdict,
+marked ``escalation_failed`` with the reason. Escalations can be logged (opt-in JSONL, in the
+labelled-pair format) and fed back into ``crag train``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from grader.cross_encoder import CrossEncoderGrader
+from grader.llm import LLMFailure, LLMGrader, LLMJudgement
+from grader.llm_prompts import PROMPT_VERSION
+from grader.policy import ThresholdPolicy
+from grader.thresholds import ThresholdChoice, choose_thresholds
+from models.errors import ConfigError
+from models.types import Chunk, Grade, as_chunk
+
+__all__ = ["Budget", "CascadeGrader", "policy_for_target"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """Per-query limits on escalation; ``None`` means unlimited."""
+
+    max_llm_calls: int | None = None
+    deadline_s: float | None = None
+    max_cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_llm_calls", "deadline_s", "max_cost_usd"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"Budget.{name} must be >= 0 or None, got {value}")
+
+
+def policy_for_target(
+    primary: CrossEncoderGrader,
+    pairs: Sequence[tuple[str, str]],
+    labels: Sequence[int],
+    *,
+    max_error: float | None = None,
+    max_escalation: float | None = None,
+    delta: float | None = None,
+) -> ThresholdChoice:
+    """Thresholds for a target chosen on a labelled calibration set scored by ``primary``."""
+    probs = primary.probabilities(primary.score_pairs(list(pairs)).logits)
+    return choose_thresholds(probs, list(labels), max_error=max_error, max_escalation=max_escalation, delta=delta)
+
+
+class CascadeGrader:
+    """A Grader that escalates the small model's uncertain chunks to an LLM grader."""
+
+    def __init__(
+        self,
+        *,
+        primary: CrossEncoderGrader,
+        escalate_to: LLMGrader | None,
+        policy: ThresholdPolicy | None = None,
+        budget: Budget | None = None,
+        escalation_log: str | Path | None = None,
+    ) -> None:
+        self.primary = primary
+        self.llm = escalate_to
+        self.policy = policy or primary.policy
+        self.budget = budget or Budget()
+        self.escalation_log = Path(escalation_log) if escalation_log else None
+        self._log_lock = threading.Lock()
+
+    def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
+        """One Grade per chunk, in order; uncertain ones decided by the LLM when it can."""
+        items = [as_chunk(c) for c in chunks]
+        start = time.monotonic()
+        grades = [self._rebanded(g) for g in self.primary.grade(query, items)]
+        band = [i for i, g in enumerate(grades) if g.uncertain and g.decided_by == "model"]
+        if not band:
+            return grades
+        if self.llm is None:
+            return [self._flag(g, "no LLM configured") if i in band else g for i, g in enumerate(grades)]
+        band.sort(key=lambda i: abs(grades[i].probability - self.policy.decision))
+        deadline = start + self.budget.deadline_s if self.budget.deadline_s is not None else None
+        results = self.llm.judge(query, [items[i].text for i in band], max_calls=self.budget.max_llm_calls,
+                                 deadline=deadline, max_cost_usd=self.budget.max_cost_usd)
+        out = list(grades)
+        for i, result in zip(band, results, strict=True):
+            if isinstance(result, LLMFailure):
+                out[i] = self._flag(grades[i], result.reason)
+            else:
+                out[i] = self._escalated(grades[i], result)
+                self._log(query, items[i], grades[i], result)
+        return out
+
+    def _rebanded(self, grade: Grade) -> Grade:
+        if grade.decided_by != "model":
+            return grade
+        verdict, uncertain = self.policy.verdict(grade.probability)
+        return replace(grade, verdict=verdict, uncertain=uncertain)
+
+    @staticmethod
+    def _flag(grade: Grade, reason: str) -> Grade:
+        return replace(grade, escalation_failed=True, reason=f"escalation failed: {reason}")
+
+    @staticmethod
+    def _escalated(grade: Grade, judgement: LLMJudgement) -> Grade:
+        return replace(
+            grade, verdict=judgement.verdict, decided_by="llm", uncertain=False, llm_verdict=judgement.verdict,
+            llm_probability=judgement.probability, reason=judgement.reason or None,
+            latency_ms=grade.latency_ms + judgement.latency_ms, cost_usd=grade.cost_usd + judgement.cost_usd,
+        )
+
+    def _log(self, query: str, chunk: Chunk, grade: Grade, judgement: LLMJudgement) -> None:
+        if self.escalation_log is None:
+            return
+        record: dict[str, Any] = {
+            "query": query, "text": chunk.text, "label": judgement.verdict.value, "chunk_id": chunk.chunk_id,
+            "source": chunk.source,
+            "metadata": {"labelled_by": "llm", "llm_model": self.llm.model if self.llm else None,
+                         "prompt_version": PROMPT_VERSION, "model_probability": grade.probability,
+                         "reason": judgement.reason, "logged_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        }
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self._log_lock:
+            self.escalation_log.parent.mkdir(parents=True, exist_ok=True)
+            with self.escalation_log.open("a", encoding="utf-8") as handle:
+                handle.write(line)

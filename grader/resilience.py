@@ -1,0 +1,68 @@
+"""Retry with exponential backoff and a circuit breaker for calls to outside services."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from models.errors import ConfigError
+
+__all__ = ["CircuitBreaker", "RetryPolicy"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """``attempts`` tries in all; waits ``base_s * 2**k`` (capped, with jitter) between them."""
+
+    attempts: int = 3
+    base_s: float = 0.25
+    cap_s: float = 4.0
+    jitter: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.base_s < 0 or self.cap_s < 0 or not 0 <= self.jitter <= 1:
+            raise ConfigError(f"invalid RetryPolicy {self}: attempts >= 1, base_s/cap_s >= 0, jitter in [0, 1]")
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed try number ``attempt`` (0-based); honours Retry-After if given."""
+        if retry_after is not None:
+            return min(self.cap_s, max(0.0, retry_after))
+        wait = min(self.cap_s, self.base_s * (2**attempt))
+        return wait * (1 + self.jitter * (2 * random.random() - 1))
+
+
+class CircuitBreaker:
+    """Opens after ``failures`` consecutive failures; after ``reset_s`` lets one trial call through."""
+
+    def __init__(self, failures: int = 5, reset_s: float = 30.0) -> None:
+        if failures < 1 or reset_s < 0:
+            raise ConfigError(f"CircuitBreaker needs failures >= 1 and reset_s >= 0, got {failures}, {reset_s}")
+        self.failures = failures
+        self.reset_s = reset_s
+        self._count = 0
+        self._opened_at: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> str:
+        with self._lock:
+            if self._opened_at is None:
+                return "closed"
+            return "half-open" if time.monotonic() - self._opened_at >= self.reset_s else "open"
+
+    def allow(self) -> bool:
+        """True when a call may go out now."""
+        return self.state != "open"
+
+    def record_success(self) -> None:
+        with self._lock:
+            self._count = 0
+            self._opened_at = None
+
+    def record_failure(self) -> None:
+        with self._lock:
+            self._count += 1
+            if self._count >= self.failures:
+                self._opened_at = time.monotonic()

@@ -1,0 +1,68 @@
+"""crag label and crag eval --cascade against the scripted OpenAI-compatible server on loopback."""
+
+import json
+
+import pytest
+
+from grader import load_grader
+from grader.llm import LLMConfig, LLMGrader
+from grader.resilience import RetryPolicy
+from models import Verdict
+from pipeline.cli import main
+from tests.fakes.openai_server import FakeOpenAI
+from training.cascade_eval import evaluate_cascade
+from training.data import load_pairs
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+def _unlabelled(tmp_path):
+    path = tmp_path / "unlabelled.jsonl"
+    rows = [{"query": "When was the Eiffel Tower completed?", "text": "The Eiffel Tower was completed in 1889."},
+            {"query": "When was the Eiffel Tower completed?", "text": "Bananas are rich in potassium."},
+            {"query": "Who wrote Hamlet?", "text": "Hamlet was written by Shakespeare."}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_crag_label_records_reasons(server, tmp_path, capsys):
+    out = tmp_path / "labelled.jsonl"
+    code = main(["label", "--data", str(_unlabelled(tmp_path)), "--out", str(out), "--llm-model", "fake",
+                 "--llm-base-url", server.base_url, "--no-progress", "--llm-chunks-per-call", "2"])
+    assert code == 0
+    pairs = load_pairs(out).pairs
+    assert [p.label for p in pairs] == [Verdict.RELEVANT, Verdict.IRRELEVANT, Verdict.RELEVANT]
+    assert all(p.metadata["labelled_by"] == "llm" and p.metadata["reason"] for p in pairs)
+    assert len(server.requests) == 2  # one call per query, chunks batched
+
+
+def test_crag_label_leaves_out_failures(server, tmp_path, capsys):
+    server.default = "500"
+    out = tmp_path / "labelled.jsonl"
+    code = main(["label", "--data", str(_unlabelled(tmp_path)), "--out", str(out), "--llm-model", "fake",
+                 "--llm-base-url", server.base_url, "--no-progress", "--llm-retries", "1"])
+    assert code == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["labelled"] == 0 and report["failed"] == 3 and "500" in report["failures"][0]["reason"]
+
+
+def test_cascade_eval_real_and_simulated(server, squad_pairs_file):
+    primary = load_grader("default")
+    pairs = load_pairs(squad_pairs_file).pairs[:30]
+    llm = LLMGrader(LLMConfig(model="fake", base_url=server.base_url, mode="json_object",
+                              retry=RetryPolicy(attempts=1)))
+    report = evaluate_cascade(primary, pairs, llm=llm, levels=[0.0, 0.2, 0.5], simulated_accuracy=[1.0, 0.5])
+    rows = report["real_llm"]["rows"]
+    assert [r["escalation_rate"] for r in rows] == [0.0, 0.2, 0.5]
+    assert rows[0]["llm_calls_per_query"] == 0 and rows[2]["llm_calls_per_query"] > rows[1]["llm_calls_per_query"]
+    assert len(server.requests) == 15  # the widest band (50% of 30) judged once, one chunk per call
+    perfect = report["simulated"]["llm_accuracy_1.00"]
+    assert "SIMULATION" in perfect["note"]
+    accs = [r["accuracy"] for r in perfect["rows"]]
+    assert accs[0] <= accs[1] <= accs[2]  # a perfect LLM only helps
+    assert perfect["rows"][2]["auto_error_rate"] <= perfect["rows"][0]["auto_error_rate"] + 1e-9
