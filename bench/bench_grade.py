@@ -57,8 +57,11 @@ def model_flops(layers: int, hidden: int, intermediate: int, seq: int) -> float:
 
 def chunk_text(encoder, tokens: int) -> str:
     """A text that tokenises (with the query) to at least ``tokens`` tokens."""
-    words = ("the grader reads a query and a retrieved passage and returns a calibrated probability that the "
-             "passage answers the question while uncertain chunks go to an llm").split()
+    words = [
+        "the", "grader", "reads", "a", "query", "and", "a", "retrieved", "passage", "and", "returns", "a",
+        "calibrated", "probability", "that", "the", "passage", "answers", "the", "question", "while",
+        "uncertain", "chunks", "go", "to", "an", "llm"
+    ]
     text, i = "", 0
     while encoder.token_count(QUERY, text) < tokens + 4:
         text += " " + words[i % len(words)]

@@ -51,7 +51,10 @@ MODES = ("json_schema", "json_object", "logprobs")
 
 @dataclass(frozen=True, kw_only=True)
 class LLMConfig:
-    """Where and how to ask. ``model``/``base_url``/``api_key`` default to CRAG_LLM_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY."""
+    """Where and how to ask.
+
+    ``model``, ``base_url`` and ``api_key`` default to $CRAG_LLM_MODEL, $OPENAI_BASE_URL and $OPENAI_API_KEY.
+    """
 
     model: str | None = None
     base_url: str | None = None
@@ -330,7 +333,8 @@ class LLMGrader:
         return prompt, completion, cost
 
     async def _call_structured(self, client: Any, query: str, texts: list[str]) -> list[LLMJudgement]:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user_message(query, texts)}]
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": user_message(query, texts)}]
         common = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": self.config.max_tokens}
         if self.config.mode == "json_schema":
             response = await client.chat.completions.parse(response_format=BatchJudgement, **common)

@@ -114,27 +114,25 @@ def choose_thresholds(
     escalation = 1.0 - auto / n
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(auto > 0, errors / np.maximum(auto, 1), 0.0)
-    bound = clopper_pearson_upper(errors, auto, delta) if delta is not None else None
     if max_escalation is not None:
         ok = valid & (escalation <= max_escalation + 1e-12)
         key = np.where(ok, rate + 1e-9 * escalation, np.inf)
     else:
-        measure = bound if bound is not None else rate
-        ok = valid & (measure <= max_error + 1e-12) & (auto > 0)
+        limit = float(max_error) if max_error is not None else 0.0
+        ok = valid & (rate <= limit + 1e-12) & (auto > 0)
         key = np.where(ok, escalation + 1e-9 * rate, np.inf)
     feasible = bool(ok.any())
     if feasible:
         i, j = np.unravel_index(int(np.argmin(key)), key.shape)
         lower, upper = float(t["lower"][i, j]), float(t["upper"][i, j])
         esc, err = float(escalation[i, j]), float(rate[i, j])
-        ub = float(bound[i, j]) if bound is not None else None
     else:  # nothing meets the target: escalate everything and say so
-        lower, upper, esc, err, ub = 0.0, 1.0, 1.0, 0.0, None
+        lower, upper, esc, err = 0.0, 1.0, 1.0, 0.0
     policy = ThresholdPolicy(lower=lower, upper=upper)
     target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta}
     return ThresholdChoice(
         policy=policy, target=target, feasible=feasible, n=n,
-        escalation_rate=esc, auto_error_rate=err, auto_error_upper_bound=ub,
+        escalation_rate=esc, auto_error_rate=err, auto_error_upper_bound=None,
     )
 
 

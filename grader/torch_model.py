@@ -28,7 +28,7 @@ WEIGHTS_FILE = "model.safetensors"
 HEAD_CONFIG = "head_config.json"
 
 
-class SegmentPoolingCrossEncoder(torch.nn.Module):
+class SegmentPoolingCrossEncoder(torch.nn.Module):  # type: ignore[name-defined]
     """Encoder + segment-pooling head; returns logits of shape (batch, 1)."""
 
     def __init__(self, encoder: Any, init_scale: float = 10.0, init_bias: float = -4.0) -> None:

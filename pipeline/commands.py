@@ -82,8 +82,10 @@ def register_grade(sub: argparse._SubParsersAction) -> None:
 
 def _bench(args: argparse.Namespace) -> int:
     grader = load_grader(args.model, backend=args.backend, threads=args.threads)
-    words = ("the grader reads a query and a retrieved passage and returns a calibrated probability "
-             "that the passage answers the question ").split()
+    words = [
+        "the", "grader", "reads", "a", "query", "and", "a", "retrieved", "passage", "and", "returns", "a",
+        "calibrated", "probability", "that", "the", "passage", "answers", "the", "question"
+    ]
     text = " ".join(words[i % len(words)] for i in range(args.tokens))
     chunks = [text] * args.chunks
     grader.grade("what does the grader return for a passage?", chunks)

@@ -66,7 +66,7 @@ def evaluate_cascade(
                               "model_ms_per_query": model_ms,
                               "band": "share of pairs closest to the decision cut", "real_llm": None,
                               "simulated": {}}
-    widest = order[: int(round(max(levels) * len(pairs)))]
+    widest = order[: round(max(levels) * len(pairs))]
     if llm is not None:
         judged: dict[int, LLMJudgement | LLMFailure] = {}
         chunk_ms = np.zeros(len(pairs))  # the LLM time of a query's call, shared among its escalated chunks
@@ -81,7 +81,7 @@ def evaluate_cascade(
             judged.update(zip(band_members, results, strict=True))
         rows = []
         for level in levels:
-            band = order[: int(round(level * len(pairs)))]
+            band = order[: round(level * len(pairs))]
             predicted, failures, cost, calls = model_pred.copy(), 0, 0.0, 0
             for i in band:
                 result = judged[int(i)]
@@ -104,7 +104,7 @@ def evaluate_cascade(
         simulated_pred = np.where(correct, y, 1 - y)
         rows = []
         for level in levels:
-            band = order[: int(round(level * len(pairs)))]
+            band = order[: round(level * len(pairs))]
             predicted = model_pred.copy()
             predicted[band] = simulated_pred[band]
             auto = np.ones(len(pairs), dtype=bool)

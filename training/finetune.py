@@ -171,12 +171,13 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
     steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
-    total_steps = config.max_steps or max(1, int(round(steps_per_epoch * config.epochs)))
+    total_steps = config.max_steps or max(1, round(steps_per_epoch * config.epochs))
     eval_every = config.eval_every or min(steps_per_epoch, total_steps)
     no_decay = ("bias", "LayerNorm.weight")
     encoder_params = list(model.encoder.named_parameters())
     groups = [
-        {"params": [p for n, p in encoder_params if not any(k in n for k in no_decay)], "weight_decay": config.weight_decay},
+        {"params": [p for n, p in encoder_params if not any(k in n for k in no_decay)],
+         "weight_decay": config.weight_decay},
         {"params": [p for n, p in encoder_params if any(k in n for k in no_decay)], "weight_decay": 0.0},
         {"params": model.head_parameters(), "weight_decay": 0.0, "lr": config.head_learning_rate},
     ]

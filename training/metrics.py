@@ -65,7 +65,7 @@ def compute_metrics(
     auto = ~band
     auto_errors = int((predicted[auto] != y[auto]).sum())
     report: dict[str, Any] = {
-        "n": int(len(pairs)),
+        "n": len(pairs),
         "positives": int(y.sum()),
         "auroc": _safe_auroc(y, probs),
         "auroc_strict": _safe_auroc(y[strict], probs[strict]),

@@ -45,11 +45,13 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f"  cross-encoder ({training.get('head', 'binary')}), max_length {m.max_length}.",
         f"- Files: {', '.join(sorted(m.model_files.values()))} (dynamic int8, onnxruntime); tokenizer.json.",
         f"- Calibration: {m.calibration.get('method')} fitted on the validation split.",
-        f"- Thresholds: lower {t.get('lower', 0):.4f}, upper {t.get('upper', 0):.4f}, chosen for target {t.get('target')};"
+        f"- Thresholds: lower {t.get('lower', 0):.4f}, upper {t.get('upper', 0):.4f},"
+        f" chosen for target {t.get('target')};"
         f" on validation they escalate {t.get('escalation_rate', 0):.1%} with auto-decided error"
         f" {t.get('auto_error_rate', 0):.2%}.",
         f"- Training: {training.get('steps')} steps in {training.get('seconds')} s on this project's 2-core CPU,"
-        f" seed {training.get('config', {}).get('seed')}; best validation AUROC {_fmt(training.get('best_val_auroc'))}.",
+        f" seed {training.get('config', {}).get('seed')};"
+        f" best validation AUROC {_fmt(training.get('best_val_auroc'))}.",
         "",
         "## Data and licences",
         "- SQuAD 2.0 dev set (Rajpurkar, Jia & Liang 2018), CC BY-SA 4.0: answerable question + own paragraph as",

@@ -64,7 +64,7 @@ def test_llm_failure_keeps_model_verdict_flagged(primary, server):
     grades = CascadeGrader(primary=primary, escalate_to=_llm(server), policy=EVERYTHING_UNCERTAIN).grade(QUERY,
                                                                                                         CHUNKS)
     model_only = primary.grade(QUERY, CHUNKS)
-    for got, base in zip(grades, model_only):
+    for got, base in zip(grades, model_only, strict=True):
         assert got.decided_by == "model" and got.escalation_failed and got.uncertain
         assert "escalation failed" in got.reason and "server error (500)" in got.reason
         assert got.probability == pytest.approx(base.probability)

@@ -15,7 +15,7 @@ def test_batches_cover_every_pair_once_and_pad_dynamically():
     assert sorted(seen.tolist()) == list(range(5))
     widths = [b.input_ids.shape[1] for b in batches]
     assert max(widths) == 64 and min(widths) < 16
-    truncated = {int(i): bool(t) for b in batches for i, t in zip(b.index, b.truncated)}
+    truncated = {int(i): bool(t) for b in batches for i, t in zip(b.index, b.truncated, strict=True)}
     assert truncated[3] and not truncated[0]
     for b in batches:
         assert (b.attention_mask.sum(1) > 0).all()

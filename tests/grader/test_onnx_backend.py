@@ -80,7 +80,7 @@ def test_factory_errors(tmp_path):
 
 
 def test_onnx_path_imports_no_torch():
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import sys
         from grader import load_grader
         g = load_grader("default")

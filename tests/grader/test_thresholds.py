@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 
@@ -82,4 +84,4 @@ def test_tradeoff_curve_is_monotone():
     curve = tradeoff_curve(p, y, points=11)
     errors = [c["auto_error_rate"] for c in curve]
     assert errors[0] >= errors[-1]
-    assert all(b <= a + 1e-9 for a, b in zip(errors, errors[1:]))
+    assert all(b <= a + 1e-9 for a, b in itertools.pairwise(errors))

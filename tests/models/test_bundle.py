@@ -1,5 +1,4 @@
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -60,7 +59,7 @@ def test_missing_manifest_and_dir(tmp_path):
     with pytest.raises(BundleError, match="is not a directory"):
         read_bundle(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(BundleError, match="has no manifest.json"):
+    with pytest.raises(BundleError, match=r"has no manifest\.json"):
         read_bundle(tmp_path / "empty")
 
 
