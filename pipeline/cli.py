@@ -18,7 +18,13 @@ from models.errors import CragError
 __all__ = ["build_parser", "main"]
 
 ENTRY_POINT_GROUP = "crag.commands"
-BUILTIN = ("pipeline.commands:register_grade", "pipeline.commands:register_bench")
+BUILTIN = (
+    "pipeline.commands:register_grade",
+    "pipeline.commands:register_bench",
+    "pipeline.ask_commands:register_index",
+    "pipeline.ask_commands:register_ask",
+    "pipeline.ask_commands:register_eval_pipeline",
+)
 
 
 def _load(spec: str) -> Callable[[argparse._SubParsersAction], None]:
@@ -48,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # bm25s sets its own logger to DEBUG on import
+        handler.addFilter(lambda record: not (record.name.startswith("bm25s") and record.levelno < logging.WARNING))
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2

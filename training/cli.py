@@ -172,7 +172,7 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plots", help="path prefix for PNG plots (reliability, error vs escalation)")
     p.add_argument("--backend", default="auto", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=None, help="default: the grader's own (int8: 1)")
     p.add_argument("--cascade", action="store_true",
                    help="report the cascade against escalation rate (real LLM via --llm-*, plus simulated LLMs)")
     p.add_argument("--levels", default="0,0.05,0.1,0.2,0.3,0.5", help="escalation rates for --cascade")

@@ -18,8 +18,12 @@ from training.metrics import binary_labels, compute_metrics, reliability_bins
 __all__ = ["evaluate_bundle", "evaluate_grader", "write_plots", "write_report"]
 
 
-def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int = 32) -> dict[str, Any]:
-    """Score every pair and compute the report (curves included for plotting)."""
+def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int | None = None) -> dict[str, Any]:
+    """Score every pair and compute the report (curves included for plotting).
+
+    ``batch_size`` defaults to the grader's own, so the figures match what the grader does in service.
+    """
+    batch_size = batch_size or grader.batch_size
     scored = grader.score_pairs([(p.query, p.text) for p in data.pairs], batch_size=batch_size)
     probs = grader.probabilities(scored.logits)
     report = compute_metrics(data.pairs, probs, grader.policy, scored.batch_seconds)

