@@ -168,7 +168,8 @@ class LLMGrader:
                            + "; ".join(f"chunk {i}: {why}" for i, why in failures[:5]))
         grades = []
         for chunk, judgement in zip(items, results, strict=True):
-            assert isinstance(judgement, LLMJudgement)  # narrowed above; not an input check
+            if not isinstance(judgement, LLMJudgement):  # unreachable: failures raised above
+                continue
             grades.append(Grade(
                 verdict=judgement.verdict, probability=judgement.probability, decided_by="llm",
                 chunk_id=chunk.chunk_id, llm_verdict=judgement.verdict, llm_probability=judgement.probability,

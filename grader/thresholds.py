@@ -59,8 +59,11 @@ def clopper_pearson_upper(errors: np.ndarray, n: np.ndarray, delta: float) -> np
 
 
 def _grid(probs: np.ndarray) -> np.ndarray:
-    qs = np.quantile(probs, np.linspace(0.0, 1.0, GRID))
-    return np.unique(np.concatenate([[0.0], qs, [1.0]]))
+    """Candidate thresholds: midpoints between quantiles, so no threshold sits exactly on a data point
+    (a pair exactly at a threshold would flip with any rounding noise, e.g. int8 vs fp32)."""
+    qs = np.unique(np.quantile(probs, np.linspace(0.0, 1.0, GRID)))
+    mids = (qs[:-1] + qs[1:]) / 2.0
+    return np.unique(np.concatenate([[0.0], mids, [1.0]]))
 
 
 def _table(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
@@ -73,7 +76,7 @@ def _table(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
     pos_le = (le & pos).sum(1)
     neg_ge = (ge & ~pos).sum(1)
     lower, upper = np.meshgrid(grid, grid, indexing="ij")
-    valid = lower < upper
+    valid = lower <= upper  # equal: no band at all (thresholds never sit on a data point)
     auto = n_le[:, None] + n_ge[None, :]
     errors = pos_le[:, None] + neg_ge[None, :]
     return {"lower": lower, "upper": upper, "valid": valid, "auto": auto, "errors": errors}

@@ -126,6 +126,6 @@ def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
     """
     words = [w for w in re.findall(r"[\w'-]+", query) if w.lower() not in QUESTION_WORDS]
     rewritten = " ".join([*words, *missing]).strip()
-    if not rewritten or not identifiers(query) <= identifiers(rewritten):
+    if not any(len(w) >= 3 for w in words) or not identifiers(query) <= identifiers(rewritten):
         return query
     return rewritten

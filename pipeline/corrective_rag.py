@@ -141,7 +141,7 @@ class CorrectiveRAG:
         strips = refine(query, usable, self.grader, token_budget=self.config.strip_token_budget)
         step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)} for s in strips])
         confident = [s for s in strips if s.grade.probability >= self.policy.upper]
-        chosen = confident or [s for s in strips if s.grade.probability >= self.policy.decision]
+        chosen = confident or [s for s in strips if s.grade.probability > self.policy.lower]
         if not chosen:
             return RAGResult(Outcome.ABSTENTION, "The retrieved passages do not contain an answer, so I am not "
                              "answering rather than guessing.", None, [], decision, trace)

@@ -127,7 +127,16 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
 
 def _split_sentences(paragraph: str, max_chars: int) -> list[str]:
     out, current = [], ""
-    for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
+    sentences = re.split(r"(?<=[.!?])\s+", paragraph)
+    pieces = []
+    for sentence in sentences:  # a "sentence" with no full stop in max_chars is cut at word boundaries
+        while len(sentence) > max_chars:
+            cut = sentence.rfind(" ", 0, max_chars)
+            cut = cut if cut > 0 else max_chars
+            pieces.append(sentence[:cut])
+            sentence = sentence[cut:].strip()
+        pieces.append(sentence)
+    for sentence in pieces:
         if current and len(current) + len(sentence) + 1 > max_chars:
             out.append(current)
             current = ""

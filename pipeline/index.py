@@ -152,7 +152,7 @@ class LocalHybridIndex:
         return [(self.chunks[i], float(scores[i])) for i in order]
 
     def hidden_matches(self, query: str, principal: Principal) -> int:
-        """How many strong lexical matches exist that the principal may not read (no content returned)."""
+        """How many strong lexical matches in the caller's tenant its roles may not read (a count, no content)."""
         if self._bm25 is None:
             return 0
         tokens = require("bm25s", "train").tokenize([query], stopwords="en", show_progress=False,
@@ -161,8 +161,11 @@ class LocalHybridIndex:
         if lexical.max() <= 0:
             return 0
         strong = lexical >= 0.5 * lexical.max()
-        hidden = np.array([not principal.may_read(c) for c in self.chunks])
-        visible_best = lexical[~hidden].max() if (~hidden).any() else 0.0
+        # only the caller's own tenant counts: another tenant's documents must not even be hinted at
+        own = np.array([c.tenant == principal.tenant for c in self.chunks])
+        readable = np.array([principal.may_read(c) for c in self.chunks])
+        hidden = own & ~readable
+        visible_best = lexical[readable].max() if readable.any() else 0.0
         return int((strong & hidden & (lexical > visible_best)).sum())
 
 

@@ -30,4 +30,4 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*[str(v) for v in row])
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)

@@ -7,9 +7,8 @@ import pytest
 from grader import Grader, ThresholdPolicy, load_grader
 from models import BundleError, Chunk, ConfigError, Verdict
 
-QUERY = "In what country is Normandy located?"
-RELEVANT = ("The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, "
-            "a region in France.")
+QUERY = "What is the capital of France?"
+RELEVANT = "Paris is the capital and largest city of France."
 IRRELEVANT = "The mitochondrion is the powerhouse of the cell and produces most of its ATP."
 
 
@@ -26,7 +25,9 @@ def test_grades_in_input_order_with_calibrated_probabilities(grader):
     assert grades[1].chunk_id == "c2"
     assert grades[1].probability > grades[0].probability
     assert grades[0].probability == pytest.approx(grades[2].probability, abs=1e-6)
-    assert grades[1].verdict is Verdict.RELEVANT and grades[0].verdict is Verdict.IRRELEVANT
+    assert grades[0].verdict is Verdict.IRRELEVANT and not grades[0].uncertain
+    for g in grades:  # verdicts follow the bundle's thresholds
+        assert (g.verdict, g.uncertain) == grader.policy.verdict(g.probability)
     assert all(g.decided_by == "model" and 0 <= g.probability <= 1 for g in grades)
     assert chunks[0] == IRRELEVANT  # inputs untouched
 
@@ -49,7 +50,7 @@ def test_explicit_batches_cover_every_chunk(grader):
 
 
 def test_long_chunks_are_truncated_and_flagged(grader):
-    long_text = " ".join(["Normandy is a region in France."] * 200)
+    long_text = " ".join(["Paris is in France."] * 200)
     grade = grader.grade(QUERY, [long_text, RELEVANT])
     assert grade[0].truncated and "truncated" in (grade[0].reason or "")
     assert not grade[1].truncated
