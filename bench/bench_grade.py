@@ -1,8 +1,8 @@
 """Grading latency of the shipped default bundle against sentence-transformers CrossEncoder, in one run.
 
 Measures, on this machine with N threads, 20 chunks of 256 tokens per call:
-- CrossEncoder.predict (torch fp32) on the trained weights (``--torch-model``, default runs/default/trained,
-  falling back to the untrained base with the same architecture);
+- CrossEncoder.predict (torch fp32) on the all-MiniLM-L6-v2 weights (CrossEncoder cannot load the
+  grader's segment-pooling head; the encoder and its FLOPs are the same);
 - ONNX fp32 and dynamic int8 exported from those same weights (same run, temp dir);
 - the shipped default bundle (int8), and the same with fewer layers as a lever;
 - a mixed-length batch with and without length bucketing;
@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,8 @@ def chunk_text(encoder, tokens: int) -> str:
         "uncertain", "chunks", "go", "to", "an", "llm"
     ]
     text, i = "", 0
-    while encoder.token_count(QUERY, text) < tokens + 4:
+    target = min(tokens, encoder.max_length)  # counts are capped at max_length (truncation)
+    while encoder.token_count(QUERY, text) < target:
         text += " " + words[i % len(words)]
         i += 1
     return text.strip()
@@ -104,13 +106,13 @@ def run(args: argparse.Namespace) -> dict:
     print(f"fp32 GEMM peak (numpy 2048^3, {args.threads} threads): {peak:.1f} GFLOP/s", flush=True)
     print(f"model: 6 layers, 384 hidden, {args.chunks} chunks x {seq} tokens = {flops / 1e9:.1f} GFLOP per call")
 
-    torch_dir = Path(args.torch_model)
-    if not (torch_dir / "config.json").is_file():
-        from training.base_models import resolve_base
-
-        torch_dir = resolve_base("default-base")
-        print(f"note: {args.torch_model} not found; CrossEncoder and exports use the base weights {torch_dir}")
     from sentence_transformers import CrossEncoder
+
+    from training.base_models import resolve_base
+
+    # CrossEncoder cannot load the grader's segment-pooling head, so both sides use the same base weights:
+    # identical encoder, identical FLOPs (the head is one dot product).
+    torch_dir = resolve_base("default-base")
 
     ce = CrossEncoder(str(torch_dir), num_labels=1, max_length=seq, device="cpu", local_files_only=True)
     pairs = [(QUERY, c) for c in chunks]
@@ -172,11 +174,11 @@ def _session(path: Path, threads: int):
 
 
 def main() -> None:
+    warnings.filterwarnings("ignore")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--torch-model", default=str(ROOT / "runs" / "default" / "trained"))
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     result = run(args)

@@ -35,8 +35,10 @@ class OnnxGrader(CrossEncoderGrader):
 
     Dynamic int8 quantisation computes one activation scale per tensor, i.e. per batch, so a chunk's
     score would shift with its batch mates (by up to ~0.04 in probability, measured). The int8 variant
-    therefore runs one pair per call by default: every grade is independent of the other chunks, and
-    unpadded single pairs cost no more than a padded batch on CPU. Pass ``batch_size`` to override.
+    therefore runs one pair per call by default, so every grade is independent of the other chunks
+    (reproducible, cacheable). Measured on 2 cores, 20 chunks of 256 tokens: 793 ms one pair at a time,
+    521 ms as one batch; chunks of mixed length gain less from batching. Pass ``batch_size`` to trade
+    that independence for throughput.
     """
 
     backend = "onnx"

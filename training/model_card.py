@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,16 @@ def _metrics_table(reports: dict[str, dict[str, Any]]) -> list[str]:
     for name, report in reports.items():
         lines.append(f"| {name} | " + " | ".join(_fmt(report.get(k)) for k in METRIC_KEYS) + " |")
     return lines
+
+
+def _baseline_lines(root: Path) -> list[str]:
+    """The untrained all-MiniLM-L6-v2 cosine baseline on the same held-out sets, when measured."""
+    path = root.parent.parent.parent / "bench" / "results_cosine_baseline.json"
+    if not path.is_file():
+        return [""]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = ", ".join(f"{name} AUROC {value:.4f}" for name, value in data["auroc"].items())
+    return ["", f"Untrained all-MiniLM-L6-v2 cosine baseline on the same sets (bench/cosine_baseline.py): {rows}.", ""]
 
 
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:
@@ -55,8 +66,10 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "",
         "## Data and licences",
         "- SQuAD 2.0 dev set (Rajpurkar, Jia & Liang 2018), CC BY-SA 4.0: answerable question + own paragraph as",
-        "  relevant, adversarial unanswerable question + the same paragraph as a hard negative, and BM25-mined",
-        "  paragraphs of the same split as negatives. Split by article: 10 articles train, 2 validation, 4 held out.",
+        "  relevant; adversarial unanswerable question + the same paragraph as a hard negative (in the training",
+        "  split trained towards partial_target, as an on-topic passage that does not answer; irrelevant in",
+        "  validation and test); BM25-mined paragraphs of the same split as negatives (margin 0.9). Split by",
+        "  article: 10 articles train, 2 validation, 4 held out.",
         "- WikiQA (Yang, Yih & Meek 2015), Microsoft Research Data License: train questions (positives + 3 sampled",
         "  negatives each) for training, the filtered dev set for validation, test held out. WikiQA text is not",
         "  shipped; the weights are trained on it for research use, so check that licence before commercial use.",
@@ -66,6 +79,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "## Metrics (measured by `crag recipe`, held-out data)",
         *_metrics_table({"validation (thresholds chosen here)": validation, **reports}),
         "",
+        *_baseline_lines(bundle.path),
         "## Intended use and limits",
         "- Grading retrieved English chunks (sentences to ~250 tokens) for question-like queries in a CRAG",
         "  pipeline; longer chunks are truncated to max_length and flagged `truncated`.",
