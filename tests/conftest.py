@@ -6,7 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.openai_server import FakeOpenAI
+
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def server():
+    """A scripted OpenAI-compatible server on loopback (see tests/fakes/openai_server.py)."""
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ from grader.cascade import Budget, CascadeGrader, policy_for_target
 from grader.llm import LLMConfig, LLMGrader
 from grader.resilience import RetryPolicy
 from models import ConfigError, Verdict
-from tests.fakes.openai_server import FakeOpenAI
 from training.data import load_pairs
 
 QUERY = "When was the Eiffel Tower completed?"
@@ -24,13 +23,6 @@ NOTHING_UNCERTAIN = ThresholdPolicy(lower=0.5, upper=0.5)
 @pytest.fixture(scope="module")
 def primary():
     return load_grader("default", threads=2)
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
 
 
 def _llm(server, **kw):

@@ -5,19 +5,11 @@ import pytest
 from grader.llm import LLMConfig, LLMFailure, LLMGrader, LLMJudgement
 from grader.resilience import CircuitBreaker, RetryPolicy
 from models import ConfigError, LLMError, Verdict
-from tests.fakes.openai_server import FakeOpenAI
 
 QUERY = "When was the Eiffel Tower completed?"
 RELEVANT = "The Eiffel Tower was completed in 1889 for the World's Fair."
 IRRELEVANT = "Bananas are rich in potassium."
 FAST_RETRY = RetryPolicy(attempts=3, base_s=0.01, cap_s=0.05)
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
 
 
 def _grader(server, **kw):

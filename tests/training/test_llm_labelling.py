@@ -2,23 +2,13 @@
 
 import json
 
-import pytest
-
 from grader import load_grader
 from grader.llm import LLMConfig, LLMGrader
 from grader.resilience import RetryPolicy
 from models import Verdict
 from pipeline.cli import main
-from tests.fakes.openai_server import FakeOpenAI
 from training.cascade_eval import evaluate_cascade
 from training.data import load_pairs
-
-
-@pytest.fixture
-def server():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
 
 
 def _unlabelled(tmp_path):
