@@ -183,7 +183,8 @@ class LLMGrader:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self._judge_with_client(query, texts, max_calls, deadline, max_cost_usd))
+            return asyncio.run(self.ajudge(query, texts, max_calls=max_calls, deadline=deadline,
+                                           max_cost_usd=max_cost_usd))
         raise ConfigError("LLMGrader.judge was called inside a running event loop; use `await grader.ajudge(...)`")
 
     async def ajudge(self, query: str, texts: Sequence[str], *, max_calls: int | None = None,
@@ -207,10 +208,6 @@ class LLMGrader:
             api_key = "not-needed"  # local servers (llama.cpp, vLLM, Ollama) accept any key
         return self._openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=self.config.timeout_s,
                                         max_retries=0)
-
-    async def _judge_with_client(self, query: str, texts: Sequence[str], max_calls: int | None,
-                                 deadline: float | None, max_cost: float | None) -> list[LLMJudgement | LLMFailure]:
-        return await self.ajudge(query, texts, max_calls=max_calls, deadline=deadline, max_cost_usd=max_cost)
 
     def _key(self, query: str, text: str) -> str:
         return cache_key(self.model, PROMPT_VERSION, self.config.mode, query, text)
