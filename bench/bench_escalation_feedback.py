@@ -19,19 +19,11 @@ import json
 import random
 import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-
-def _by_query(pairs):
-    groups = defaultdict(list)
-    for p in pairs:
-        groups[p.query_id].append(p)
-    return groups
 
 
 def _take(groups, ids):
@@ -78,10 +70,10 @@ def main() -> None:
     from grader.factory import load_grader
     from grader.llm import LLMConfig, LLMGrader
     from training.convert import wikiqa_pairs
-    from training.data import PairSet, load_pairs
+    from training.data import PairSet, group_by_query, load_pairs
     from training.finetune import TrainConfig, train_grader
 
-    groups = _by_query(wikiqa_pairs(Path(args.data) / "WikiQA-train.tsv"))
+    groups = group_by_query(wikiqa_pairs(Path(args.data) / "WikiQA-train.tsv"))
     ids = sorted(q for q, g in groups.items() if any(p.positive for p in g))
     random.Random(7).shuffle(ids)
     cut = [args.seed_queries, args.pool_queries, args.calib_queries, args.test_queries]
@@ -99,7 +91,7 @@ def main() -> None:
     log = work / "escalations.jsonl"
     cascade = CascadeGrader(primary=load_grader(work / "round0", backend="torch"), escalate_to=llm, policy=policy0,
                             escalation_log=log)
-    for members in _by_query(pool).values():
+    for members in group_by_query(pool).values():
         cascade.grade(members[0].query, [p.text for p in members])
     logged = load_pairs(log).pairs if log.is_file() else []
     print(f"escalated and logged {len(logged)} of {len(pool)} pool pairs ({oracle.calls} LLM calls)", flush=True)

@@ -62,6 +62,12 @@ def _tokenize(texts: Sequence[str]) -> Any:
     return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
 
 
+def _query_tokens(query: str) -> list[str]:
+    tokenized: list[list[str]] = require("bm25s", "train").tokenize(
+        [query], stopwords="en", show_progress=False, return_ids=False)
+    return tokenized[0]
+
+
 class LocalHybridIndex:
     """Chunks + embeddings on disk; BM25 rebuilt at load (seconds for ~100k chunks)."""
 
@@ -128,8 +134,7 @@ class LocalHybridIndex:
         fused = np.full(len(self.chunks), -np.inf)
         if not allowed.any() or self._bm25 is None:
             return fused
-        tokens = require("bm25s", "train").tokenize([query], stopwords="en", show_progress=False,
-                                                     return_ids=False)[0]
+        tokens = _query_tokens(query)
         lexical = np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
         dense = self.vectors @ self.embedder.embed([query])[0]
         idx = np.flatnonzero(allowed)
@@ -155,8 +160,7 @@ class LocalHybridIndex:
         """How many strong lexical matches in the caller's tenant its roles may not read (a count, no content)."""
         if self._bm25 is None:
             return 0
-        tokens = require("bm25s", "train").tokenize([query], stopwords="en", show_progress=False,
-                                                     return_ids=False)[0]
+        tokens = _query_tokens(query)
         lexical = np.asarray(self._bm25.get_scores(tokens))
         if lexical.max() <= 0:
             return 0

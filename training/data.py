@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
 
-__all__ = ["LabelledPair", "PairSet", "load_pairs", "query_key", "write_pairs"]
+__all__ = ["LabelledPair", "PairSet", "group_by_query", "load_pairs", "query_key", "write_pairs"]
 
 logger = logging.getLogger(__name__)
 REQUIRED = ("query", "text", "label")
@@ -205,6 +206,14 @@ def load_pairs(
     for message in warnings[:MAX_REPORTED]:
         logger.warning(message)
     return PairSet(pairs=pairs, warnings=warnings, path=str(path))
+
+
+def group_by_query(pairs: Iterable[LabelledPair]) -> dict[str, list[LabelledPair]]:
+    """Pairs grouped by query_id, in first-seen order."""
+    groups: dict[str, list[LabelledPair]] = defaultdict(list)
+    for pair in pairs:
+        groups[pair.query_id].append(pair)
+    return dict(groups)
 
 
 def write_pairs(pairs: Iterable[LabelledPair], path: str | Path) -> int:

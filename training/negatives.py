@@ -7,7 +7,6 @@ best known positive is probably relevant too, so it is skipped rather than label
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from models.deps import require
 from models.errors import ConfigError
 from models.types import Verdict
-from training.data import LabelledPair
+from training.data import LabelledPair, group_by_query
 
 __all__ = ["MINING_METHODS", "mine_hard_negatives"]
 
@@ -55,9 +54,7 @@ def mine_hard_negatives(
         raise ConfigError(f"margin must be in (0, 1], got {margin}")
     if per_query < 1:
         raise ConfigError(f"per_query must be >= 1, got {per_query}")
-    by_query: dict[str, list[LabelledPair]] = defaultdict(list)
-    for pair in pairs:
-        by_query[pair.query_id].append(pair)
+    by_query = group_by_query(pairs)
     targets = [
         qid for qid, group in by_query.items()
         if any(p.positive for p in group) and (not only_positive_queries or all(p.positive for p in group))

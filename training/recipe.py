@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from models.errors import DataError
 from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
-from training.data import LabelledPair, PairSet, load_pairs, write_pairs
+from training.data import LabelledPair, PairSet, group_by_query, load_pairs, write_pairs
 from training.negatives import mine_hard_negatives
 
 __all__ = ["RecipeConfig", "prepare_default_data", "run_default_recipe"]
@@ -55,13 +54,6 @@ class RecipeConfig:
     partial_target: float = 0.4
 
 
-def _by_query(pairs: list[LabelledPair]) -> dict[str, list[LabelledPair]]:
-    groups: dict[str, list[LabelledPair]] = defaultdict(list)
-    for pair in pairs:
-        groups[pair.query_id].append(pair)
-    return groups
-
-
 def _squad_splits(path: Path, config: RecipeConfig) -> dict[str, list[LabelledPair]]:
     own = [p for p in squad_pairs(path, same_article_negatives=0, other_article_negatives=0, seed=config.seed)]
     articles = sorted({p.source for p in own if p.source})
@@ -74,7 +66,7 @@ def _squad_splits(path: Path, config: RecipeConfig) -> dict[str, list[LabelledPa
     for name in out:
         part = [p for p in own if split_of.get(p.source or "") == name]
         if name == "train":
-            groups = _by_query(part)
+            groups = group_by_query(part)
             keep = set(rng.sample(sorted(groups), int(len(groups) * config.squad_question_share)))
             part = [p for p in part if p.query_id in keep]
             if config.unanswerable_as_partial:
@@ -90,7 +82,7 @@ def _squad_splits(path: Path, config: RecipeConfig) -> dict[str, list[LabelledPa
 def _wikiqa_train(path: Path, config: RecipeConfig) -> list[LabelledPair]:
     rng = random.Random(config.seed)
     kept = []
-    for group in _by_query(wikiqa_pairs(path)).values():
+    for group in group_by_query(wikiqa_pairs(path)).values():
         negatives = [p for p in group if not p.positive]
         kept += [p for p in group if p.positive]
         kept += rng.sample(negatives, min(config.wikiqa_negatives_per_question, len(negatives)))
