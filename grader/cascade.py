@@ -81,26 +81,46 @@ class CascadeGrader:
 
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         """One Grade per chunk, in order; uncertain ones decided by the LLM when it can."""
+        return self.grade_within(query, chunks)[0]
+
+    def grade_within(self, query: str, chunks: Sequence[Chunk | str], *, max_llm_calls: int | None = None,
+                     deadline: float | None = None,
+                     primary_grades: Sequence[Grade] | None = None) -> tuple[list[Grade], int]:
+        """Like :meth:`grade`, under a caller's budget as well as the grader's own; returns (grades, LLM calls).
+
+        The corrective pipeline uses this to keep one LLM-call budget across grading, generation and checks.
+        ``deadline`` is a ``time.monotonic()`` instant. ``primary_grades`` skips the small model when the
+        caller already scored these chunks with it (the service's micro-batcher does).
+        """
         items = [as_chunk(c) for c in chunks]
         start = time.monotonic()
-        grades = [self._rebanded(g) for g in self.primary.grade(query, items)]
+        if primary_grades is not None and len(primary_grades) != len(items):
+            raise ConfigError(f"primary_grades has {len(primary_grades)} grades for {len(items)} chunks")
+        first = list(primary_grades) if primary_grades is not None else self.primary.grade(query, items)
+        grades = [self._rebanded(g) for g in first]
         band = [i for i, g in enumerate(grades) if g.uncertain and g.decided_by == "model"]
         if not band:
-            return grades
+            return grades, 0
         if self.llm is None:
-            return [self._flag(g, "no LLM configured") if i in band else g for i, g in enumerate(grades)]
+            return [self._flag(g, "no LLM configured") if i in band else g for i, g in enumerate(grades)], 0
         band.sort(key=lambda i: abs(grades[i].probability - self.policy.decision))
-        deadline = start + self.budget.deadline_s if self.budget.deadline_s is not None else None
-        results = self.llm.judge(query, [items[i].text for i in band], max_calls=self.budget.max_llm_calls,
-                                 deadline=deadline, max_cost_usd=self.budget.max_cost_usd)
+        own_deadline = start + self.budget.deadline_s if self.budget.deadline_s is not None else None
+        deadlines = [d for d in (own_deadline, deadline) if d is not None]
+        calls = [c for c in (self.budget.max_llm_calls, max_llm_calls) if c is not None]
+        results = self.llm.judge(query, [items[i].text for i in band], max_calls=min(calls) if calls else None,
+                                 deadline=min(deadlines) if deadlines else None,
+                                 max_cost_usd=self.budget.max_cost_usd)
         out = list(grades)
+        attempted = 0
         for i, result in zip(band, results, strict=True):
             if isinstance(result, LLMFailure):
                 out[i] = self._flag(grades[i], result.reason)
+                attempted += not result.reason.startswith(("budget", "circuit open"))
             else:
                 out[i] = self._escalated(grades[i], result)
+                attempted += not result.cached
                 self._log(query, items[i], grades[i], result)
-        return out
+        return out, -(-attempted // self.llm.config.chunks_per_call)
 
     def _rebanded(self, grade: Grade) -> Grade:
         if grade.decided_by != "model":

@@ -91,45 +91,47 @@ class CrossEncoderGrader:
 
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         """One Grade per chunk, in input order; inputs are never modified."""
-        query = validate_query(query)
-        if isinstance(chunks, str | Chunk):
-            raise ConfigError("chunks must be a list of str or Chunk, not a single chunk; wrap it in a list")
-        items = [as_chunk(c) for c in chunks]
-        grades: list[Grade | None] = [None] * len(items)
-        live = []
-        for i, chunk in enumerate(items):
-            if not chunk.text.strip():
-                grades[i] = Grade(
-                    verdict=Verdict.IRRELEVANT,
-                    probability=0.0,
-                    decided_by="heuristic",
-                    chunk_id=chunk.chunk_id,
-                    reason="empty chunk text",
-                )
-            else:
-                live.append(i)
+        return self.grade_many([(query, chunks)])[0]
+
+    def grade_many(self, requests: Sequence[tuple[str, Sequence[Chunk | str]]]) -> list[list[Grade]]:
+        """Grades for several (query, chunks) requests scored together (the service's micro-batches)."""
+        prepared = []
+        for query, chunks in requests:
+            query = validate_query(query)
+            if isinstance(chunks, str | Chunk):
+                raise ConfigError("chunks must be a list of str or Chunk, not a single chunk; wrap it in a list")
+            prepared.append((query, [as_chunk(c) for c in chunks]))
+        out: list[list[Grade | None]] = [[None] * len(items) for _, items in prepared]
+        live: list[tuple[int, int]] = []
+        for r, (_, items) in enumerate(prepared):
+            for i, chunk in enumerate(items):
+                if chunk.text.strip():
+                    live.append((r, i))
+                else:
+                    out[r][i] = Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic",
+                                      chunk_id=chunk.chunk_id, reason="empty chunk text")
         if live:
-            scored = self.score_pairs([(query, items[i].text) for i in live])
+            scored = self.score_pairs([(prepared[r][0], prepared[r][1][i].text) for r, i in live])
             probs = self.probabilities(scored.logits)
             per_chunk_ms = 1000.0 * scored.seconds / len(live)
             n_truncated = int(scored.truncated.sum())
             if n_truncated:
                 logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live),
                             self.encoder.max_length)
-            for j, i in enumerate(live):
+            for j, (r, i) in enumerate(live):
                 verdict, uncertain = self.policy.verdict(float(probs[j]))
-                grades[i] = Grade(
+                out[r][i] = Grade(
                     verdict=verdict,
                     probability=float(probs[j]),
                     decided_by="model",
                     uncertain=uncertain,
                     logit=float(scored.logits[j]),
                     truncated=bool(scored.truncated[j]),
-                    chunk_id=items[i].chunk_id,
+                    chunk_id=prepared[r][1][i].chunk_id,
                     reason=f"truncated to {self.encoder.max_length} tokens" if scored.truncated[j] else None,
                     latency_ms=per_chunk_ms,
                 )
-        return [g for g in grades if g is not None]
+        return [[g for g in grades if g is not None] for grades in out]
 
     def describe(self) -> dict[str, Any]:
         """Short JSON-ready description for logs and health endpoints."""

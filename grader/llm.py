@@ -37,6 +37,7 @@ from grader.llm_prompts import (
     user_message,
     yes_no_message,
 )
+from grader.llm_structured import CallFailed, call_failure, openai_client_kwargs
 from grader.resilience import CircuitBreaker, RetryPolicy
 from models.deps import require
 from models.errors import ConfigError, LLMError
@@ -126,14 +127,6 @@ class LLMStats:
     cost_usd: float = 0.0
 
 
-class _CallFailed(Exception):
-    def __init__(self, reason: str, retriable: bool, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retriable = retriable
-        self.retry_after = retry_after
-
-
 def _score(judgement: ChunkJudgement) -> float:
     """An (uncalibrated) P(relevant) from the verdict and the stated confidence."""
     confidence = 1.0 if judgement.confidence is None else judgement.confidence
@@ -200,14 +193,7 @@ class LLMGrader:
 
     # ----- internals --------------------------------------------------------------------------------
     def _new_client(self) -> Any:
-        api_key = self.config.api_key or os.environ.get("OPENAI_API_KEY")
-        base_url = self.config.base_url or os.environ.get("OPENAI_BASE_URL")
-        if not api_key:
-            if not base_url:
-                raise ConfigError("no LLM endpoint: set base_url (--llm-base-url) or OPENAI_API_KEY for OpenAI")
-            api_key = "not-needed"  # local servers (llama.cpp, vLLM, Ollama) accept any key
-        return self._openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=self.config.timeout_s,
-                                        max_retries=0)
+        return self._openai.AsyncOpenAI(**openai_client_kwargs(self.config))
 
     def _key(self, query: str, text: str) -> str:
         return cache_key(self.model, PROMPT_VERSION, self.config.mode, query, text)
@@ -280,7 +266,7 @@ class LLMGrader:
             start = time.perf_counter()
             try:
                 judgements = await self._call(client, query, texts)
-            except _CallFailed as failure:
+            except CallFailed as failure:
                 self._add(calls=1, failed_calls=1)
                 last = failure.reason
                 logger.info("LLM call failed (attempt %d/%d): %s", attempt + 1, retry.attempts, failure.reason)
@@ -302,25 +288,17 @@ class LLMGrader:
         return LLMFailure(reason=f"failed after {retry.attempts} attempts: {last}")
 
     async def _call(self, client: Any, query: str, texts: list[str]) -> list[LLMJudgement]:
-        openai = self._openai
         try:
             if self.config.mode == "logprobs":
                 return [await self._call_logprobs(client, query, texts[0])]
             return await self._call_structured(client, query, texts)
-        except openai.APITimeoutError as exc:
-            raise _CallFailed(f"timeout after {self.config.timeout_s}s", True) from exc
-        except openai.APIConnectionError as exc:
-            raise _CallFailed(f"cannot reach the LLM server: {exc}", True) from exc
-        except openai.RateLimitError as exc:
-            raise _CallFailed("rate limited (429)", True, _retry_after(exc)) from exc
-        except openai.InternalServerError as exc:
-            raise _CallFailed(f"server error ({exc.status_code})", True) from exc
-        except openai.LengthFinishReasonError as exc:
-            raise _CallFailed("answer truncated at max_tokens", False) from exc
-        except openai.ContentFilterFinishReasonError as exc:
-            raise _CallFailed("refused by the content filter", False) from exc
-        except openai.APIStatusError as exc:
-            raise _CallFailed(f"request rejected ({exc.status_code}): {str(exc)[:200]}", False) from exc
+        except CallFailed:
+            raise
+        except Exception as exc:
+            failure = call_failure(self._openai, exc, self.config.timeout_s)
+            if failure is None:
+                raise
+            raise failure from exc
 
     def _usage(self, response: Any) -> tuple[int, int, float]:
         usage = getattr(response, "usage", None)
@@ -342,13 +320,13 @@ class LLMGrader:
                 response_format={"type": "json_object", "schema": schema}, **common)
         prompt, completion, cost = self._usage(response)
         if not response.choices:
-            raise _CallFailed("empty answer (no choices)", True)
+            raise CallFailed("empty answer (no choices)", True)
         choice = response.choices[0]
         message = choice.message
         if getattr(message, "refusal", None):
-            raise _CallFailed(f"refused: {message.refusal[:200]}", False)
+            raise CallFailed(f"refused: {message.refusal[:200]}", False)
         if choice.finish_reason == "length":
-            raise _CallFailed("answer truncated at max_tokens", False)
+            raise CallFailed("answer truncated at max_tokens", False)
         parsed = getattr(message, "parsed", None)
         if parsed is None:
             try:
@@ -356,10 +334,10 @@ class LLMGrader:
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(part) for part in first.get("loc", ()))
-                raise _CallFailed(f"invalid JSON answer ({where}: {first.get('msg')})", True) from exc
+                raise CallFailed(f"invalid JSON answer ({where}: {first.get('msg')})", True) from exc
         indices = [j.index for j in parsed.judgements]
         if sorted(indices) != list(range(len(texts))):
-            raise _CallFailed(f"answer covers chunk indices {indices}, expected each of 0..{len(texts) - 1} once",
+            raise CallFailed(f"answer covers chunk indices {indices}, expected each of 0..{len(texts) - 1} once",
                               True)
         by_index = {j.index: j for j in parsed.judgements}
         share = 1.0 / len(texts)
@@ -382,29 +360,21 @@ class LLMGrader:
         )
         prompt, completion, cost = self._usage(response)
         if not response.choices:
-            raise _CallFailed("empty answer (no choices)", True)
+            raise CallFailed("empty answer (no choices)", True)
         logprobs = getattr(response.choices[0], "logprobs", None)
         content = getattr(logprobs, "content", None)
         if not content:
-            raise _CallFailed("the server returned no logprobs; use mode json_object or json_schema", False)
+            raise CallFailed("the server returned no logprobs; use mode json_object or json_schema", False)
         mass = {"yes": 0.0, "no": 0.0}
         for candidate in content[0].top_logprobs or []:
             word = candidate.token.strip().lower()
             if word in mass:
                 mass[word] += math.exp(candidate.logprob)
         if mass["yes"] + mass["no"] == 0.0:
-            raise _CallFailed("neither 'yes' nor 'no' among the top tokens", False)
+            raise CallFailed("neither 'yes' nor 'no' among the top tokens", False)
         p_yes = mass["yes"] / (mass["yes"] + mass["no"])
         return LLMJudgement(
             verdict=Verdict.RELEVANT if p_yes >= 0.5 else Verdict.IRRELEVANT, probability=p_yes,
             supports_answer=p_yes >= 0.5, reason=f"P(yes)={p_yes:.3f} from token logprobs",
             prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
         )
-
-
-def _retry_after(exc: Any) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None

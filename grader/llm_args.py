@@ -9,7 +9,7 @@ from grader.llm import MODES, LLMConfig, LLMGrader
 from grader.resilience import RetryPolicy
 from models.errors import ConfigError
 
-__all__ = ["add_llm_arguments", "llm_from_args"]
+__all__ = ["add_llm_arguments", "llm_config_from_args", "llm_from_args"]
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -30,13 +30,19 @@ def add_llm_arguments(parser: argparse.ArgumentParser, *, required: bool = False
 
 def llm_from_args(args: argparse.Namespace) -> LLMGrader | None:
     """An LLMGrader from the parsed options, or None when no model is configured."""
+    config = llm_config_from_args(args)
+    return LLMGrader(config) if config is not None else None
+
+
+def llm_config_from_args(args: argparse.Namespace) -> LLMConfig | None:
+    """The LLMConfig the options describe, or None when no model is configured."""
     model = args.llm_model or os.environ.get("CRAG_LLM_MODEL")
     if not model:
         return None
     if args.llm_retries < 1:
         raise ConfigError(f"--llm-retries must be >= 1, got {args.llm_retries}")
-    return LLMGrader(LLMConfig(
+    return LLMConfig(
         model=model, base_url=args.llm_base_url, api_key=os.environ.get(args.llm_api_key_env),
         mode=args.llm_mode, chunks_per_call=args.llm_chunks_per_call, concurrency=args.llm_concurrency,
         timeout_s=args.llm_timeout, retry=RetryPolicy(attempts=args.llm_retries), cache_dir=args.llm_cache,
-    ))
+    )

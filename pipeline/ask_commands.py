@@ -10,12 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from grader.cascade import CascadeGrader
-from grader.cross_encoder import CrossEncoderGrader
-from grader.factory import load_grader
-from grader.llm_args import add_llm_arguments, llm_from_args
+from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError, DataError
-from pipeline.corrective_rag import CorrectiveRAG, Outcome
+from pipeline.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
+from pipeline.corrective_rag import CorrectiveRAG, Outcome, RAGConfig
 from pipeline.documents import Principal
 from pipeline.index import LocalHybridIndex
 from pipeline.ingest import ingest
@@ -51,12 +49,11 @@ def _index_path(args: argparse.Namespace) -> Path:
 
 
 def _rag(args: argparse.Namespace) -> CorrectiveRAG:
-    primary = load_grader(args.model, threads=args.threads)
-    if not isinstance(primary, CrossEncoderGrader):
-        raise ConfigError(f"--model must be a cross-encoder bundle, got {type(primary).__name__}")
-    llm = llm_from_args(args)
-    grader = CascadeGrader(primary=primary, escalate_to=llm) if llm is not None else primary
-    return CorrectiveRAG(LocalHybridIndex(_index_path(args)), grader, policy=primary.policy)
+    settings = PipelineSettings(
+        model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
+        privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
+        rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds))
+    return build_rag(LocalHybridIndex(_index_path(args)), settings)
 
 
 def _index_add(args: argparse.Namespace) -> int:
@@ -89,18 +86,28 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--roles", default="")
     p.add_argument("--model", default="default")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--max-llm-calls", type=int, default=8, help="LLM calls per question, all steps together")
+    p.add_argument("--deadline", type=float, default=20.0, help="seconds per question")
+    p.add_argument("--max-rounds", type=int, default=3, help="retrieval rounds (initial, broader, web)")
+    web = p.add_argument_group("web search fallback (off unless --web is given)")
+    web.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
+    web.add_argument("--web-url", default=None, help="SearxNG instance URL, or a Tavily-compatible base URL")
+    web.add_argument("--privacy-pattern", action="append", default=None,
+                     help="regex; matching questions never go to the web (repeatable; replaces the defaults)")
     add_llm_arguments(p)
 
 
 def _ask(args: argparse.Namespace) -> int:
-    result = _rag(args).run(args.query, _principal(args))
+    result = _rag(args).run(args.query, _principal(args), confidential=args.confidential)
     if args.json:
         print_json(result.to_dict())
         return 0
     lines = [f"[{result.outcome.value}] {result.message}"]
+    if result.degraded:
+        lines += ["(degraded: " + "; ".join(result.degraded_reasons) + ")"]
     if result.answer:
-        lines += ["", result.answer, "", "sources:"]
-        lines += [f"  {s['chunk_id']}  ({s['title']}, P={s['probability']})" for s in result.sources]
+        lines += ["", result.answer, "", f"sources (grounding: {result.grounding}):"]
+        lines += [f"  {s['chunk_id']}  ({s.get('url') or s['title']}, P={s['probability']})" for s in result.sources]
     if args.trace:
         lines += ["", "trace:"]
         lines += [f"  {t.action:8s} {t.ms:8.1f} ms  {json.dumps(t.detail)[:160]}" for t in result.trace]
@@ -119,15 +126,12 @@ def register_ask(sub: argparse._SubParsersAction) -> None:
     _add_common(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", action="store_true", help="print every step")
+    p.add_argument("--confidential", action="store_true", help="never send this question to web search")
     p.set_defaults(handler=_ask)
 
 
 def _eval_pipeline(args: argparse.Namespace) -> int:
-    golden_path = Path(args.golden) if args.golden else DEMO_DIR / "golden.jsonl"
-    try:
-        golden = [json.loads(line) for line in golden_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{golden_path}: cannot read the golden set: {exc}") from exc
+    golden = read_golden(Path(args.golden) if args.golden else DEMO_DIR / "golden.jsonl")
     rag, principal = _rag(args), _principal(args)
     rows = []
     for item in golden:
@@ -139,9 +143,12 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
         sources_ok = not item.get("expected_sources") or any(
             s["source"] in item["expected_sources"] for s in result.sources)
         contains = any(a.lower() in (result.answer or "").lower() for a in item.get("answers", []))
+        expected = item.get("expected_action")
+        action_ok = expected is None or expected == _ACTION.get(result.outcome, result.outcome.value)
         rows.append({"query": item["query"], "outcome": result.outcome.value, "must_abstain": item["must_abstain"],
                      "answered": answered, "recovered": corrected, "sources_ok": sources_ok,
-                     "answer_contains_gold": contains, "ms": ms})
+                     "action_ok": action_ok, "answer_contains_gold": contains, "llm_calls": result.llm_calls,
+                     "degraded": result.degraded, "ms": ms})
     must = [r for r in rows if r["must_abstain"]]
     can = [r for r in rows if not r["must_abstain"]]
     report = {
@@ -151,13 +158,55 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
         "wrong_answer_rate": sum(r["answered"] for r in must) / len(must) if must else None,
         "answer_rate_when_answerable": sum(r["answered"] for r in can) / len(can) if can else None,
         "gold_answer_in_answer": sum(r["answer_contains_gold"] for r in can) / len(can) if can else None,
+        "expected_action_accuracy": sum(r["action_ok"] for r in rows) / len(rows),
+        "sources_accuracy_when_answered": _mean([r["sources_ok"] for r in rows if r["answered"] and
+                                                 not r["must_abstain"]]),
         "recovery_rate": sum(r["recovered"] for r in can) / len(can) if can else None,
-        "llm_calls_per_query": 0.0 if llm_from_args(args) is None else None,
+        "llm_calls_per_query": _mean([r["llm_calls"] for r in rows]),
+        "degraded_rate": _mean([r["degraded"] for r in rows]),
         "latency_ms_p50": statistics.median(r["ms"] for r in rows),
+        "latency_ms_mean": _mean([r["ms"] for r in rows]),
+        "latency_ms_max": max(r["ms"] for r in rows),
         "rows": rows,
     }
     print_json(report)
     return 0
+
+
+def read_golden(path: Path) -> list[dict]:
+    """Golden records (query, expected_action, expected_sources, must_abstain[, answers]), validated per line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the golden set: {exc}") from exc
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
+            raise DataError(f"{path}:{number}: each record needs a non-empty string 'query'")
+        if not isinstance(item.get("must_abstain"), bool):
+            raise DataError(f"{path}:{number}: 'must_abstain' must be true or false, got {item.get('must_abstain')!r}")
+        action = item.get("expected_action")
+        if action is not None and action not in GOLDEN_ACTIONS:
+            raise DataError(f"{path}:{number}: expected_action {action!r} is not one of {list(GOLDEN_ACTIONS)}")
+        records.append(item)
+    if not records:
+        raise DataError(f"{path}: the golden set is empty")
+    return records
+
+
+GOLDEN_ACTIONS = ("answer", "abstain", "clarify", "access_denied")
+_ACTION = {Outcome.ANSWER: "answer", Outcome.PARTIAL_ANSWER: "answer", Outcome.ABSTENTION: "abstain",
+           Outcome.CLARIFICATION: "clarify", Outcome.ACCESS_DENIED: "access_denied"}
+
+
+def _mean(values: list[float] | list[bool] | list[int]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def register_eval_pipeline(sub: argparse._SubParsersAction) -> None:

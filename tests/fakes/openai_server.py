@@ -81,6 +81,18 @@ class FakeOpenAI:
 
     def _content(self, behaviour: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
         user = json.loads(body["messages"][-1]["content"])
+        system = body["messages"][0]["content"]
+        if behaviour == "invalid_json":
+            return '{"judgements": [{"index": 0, "verdict": "maybe"', "stop", {}
+        if system.startswith("You answer a question"):
+            return json.dumps(_generate(user, behaviour)), "stop", {}
+        if system.startswith("You check whether"):
+            return json.dumps(_verify(user, behaviour)), "stop", {}
+        if system.startswith("You judge whether the evidence"):
+            covered = [w for w in _words(user["question"]) if any(w in p["text"].lower() for p in user["passages"])]
+            missing = [w for w in _words(user["question"]) if w not in covered]
+            return json.dumps({"quality": "partial" if covered else "insufficient", "answered_aspects": covered,
+                               "missing_aspects": missing}), "stop", {}
         if behaviour == "logprobs" or "passage" in user:
             yes = bool(_words(user["question"]) & _words(user["passage"]))
             top = [{"token": "yes", "logprob": -0.1 if yes else -2.5, "bytes": None},
@@ -101,8 +113,6 @@ class FakeOpenAI:
             judgements = judgements[:-1] if len(judgements) > 1 else [{**judgements[0], "index": 7}]
         if behaviour == "duplicate_index":
             judgements = [*judgements, judgements[0]]
-        if behaviour == "invalid_json":
-            return '{"judgements": [{"index": 0, "verdict": "maybe"', "stop", {}
         if behaviour == "length":
             return '{"judgements": [', "length", {}
         return json.dumps({"judgements": judgements}), "stop", {}
@@ -118,3 +128,31 @@ class FakeOpenAI:
             handler.send_header(k, v)
         handler.end_headers()
         handler.wfile.write(data)
+
+
+def _generate(user: dict[str, Any], behaviour: str) -> dict[str, Any]:
+    """Cite the passage sharing most words with the question; ``hallucinate`` adds an unsupported claim,
+    ``bad_citation`` cites an id that was never given, ``unanswerable`` declines."""
+    if behaviour == "unanswerable" or not user["passages"]:
+        return {"answerable": False, "answer": "", "claims": [], "gaps": ["everything"]}
+    best = max(user["passages"], key=lambda p: len(_words(user["question"]) & _words(p["text"])))
+    sentence = re.split(r"(?<=[.!?])\s+", best["text"])[0]
+    claims = [{"text": sentence, "chunk_ids": [best["id"]]}]
+    if behaviour == "hallucinate" and "fix_these_unsupported_claims" not in user:
+        claims.append({"text": "The moon is made of green cheese according to NASA.", "chunk_ids": [best["id"]]})
+    if behaviour == "hallucinate_always":
+        claims = [{"text": "The moon is made of green cheese according to NASA.", "chunk_ids": [best["id"]]}]
+    if behaviour == "bad_citation":
+        claims = [{"text": sentence, "chunk_ids": ["doc-that-does-not-exist"]}]
+    return {"answerable": True, "answer": " ".join(c["text"] for c in claims), "claims": claims, "gaps": []}
+
+
+def _verify(user: dict[str, Any], behaviour: str) -> dict[str, Any]:
+    """Supported when most of the claim's words appear in the cited text."""
+    checks = []
+    for claim in user["claims"]:
+        words = _words(claim["claim"])
+        cited = " ".join(p["text"] for p in claim["cited_passages"]).lower()
+        share = sum(w in cited for w in words) / max(1, len(words))
+        checks.append({"index": claim["index"], "supported": share >= 0.6, "reason": f"{share:.0%} of words found"})
+    return {"checks": checks}

@@ -1,83 +1,51 @@
 """The corrective pipeline over a real local index: permissions, outcomes, correction helpers, ingestion."""
 
-import hashlib
-import re
-
-import numpy as np
 import pytest
 
-from grader import load_grader
 from models import ConfigError, DataError
-from pipeline.correction import drop_bad_chunks, identifiers, order_by_authority, rewrite_query
+from pipeline.correction import drop_bad_chunks, identifiers, keep_identifiers, order_by_authority, rewrite_query
 from pipeline.corrective_rag import CorrectiveRAG, Outcome
-from pipeline.documents import Principal, StoredChunk, chunk_text, read_document
+from pipeline.documents import chunk_text, read_document
 from pipeline.index import LocalHybridIndex
 from pipeline.ingest import ingest
+from tests.pipeline.conftest import CORPUS, LEGAL_A, TENANT_A, TENANT_B, HashEmbedder, make_chunk
+
+_chunk = make_chunk
 
 
-class HashEmbedder:
-    """Bag-of-words hashing vectors: a fast, deterministic stand-in for MiniLM at the index's edge."""
-
-    name = "hash"
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), 384), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 384] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-9)
-
-
-def _chunk(cid, text, tenant="a", roles=(), **kw):
-    return StoredChunk(chunk_id=cid, text=text, tenant=tenant, source=f"{cid}.md", allowed_roles=frozenset(roles),
-                       **kw)
+def test_search_never_returns_another_tenants_chunks(retriever):
+    queries = ("invoice INV-2044 paid", "Paris France", "when was the invoice paid", "tenant B", "Project Falcon club",
+               "bird-watching Sundays")
+    for query in queries:
+        for principal in (TENANT_A, LEGAL_A):
+            hits = retriever.search(query, principal, k=10)
+            assert hits and all(c.tenant == "a" for c, _ in hits)
+        assert all(c.tenant == "b" for c, _ in retriever.search(query, TENANT_B, k=10))
+    assert "b-invoice" in {c.chunk_id for c, _ in retriever.search("invoice paid", TENANT_B)}
+    # hidden-match hints count only the caller's own tenant: B's Falcon club is invisible to A
+    assert retriever.hidden_matches("bird-watching club Sundays", TENANT_A) == 0
 
 
-@pytest.fixture
-def index(tmp_path):
-    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
-    idx.add([
-        _chunk("a-paris", "Paris is the capital and largest city of France.", title="France"),
-        _chunk("a-bananas", "Bananas are rich in potassium and grow in tropical regions.", title="Bananas"),
-        _chunk("a-secret", "The merger code name for Project Falcon is BLUEBIRD-7.", roles=("legal",),
-               title="Falcon"),
-        _chunk("b-invoice", "Invoice INV-2044 from tenant B was paid on 2024-03-01.", tenant="b", title="Invoices"),
-    ])
-    return idx
-
-
-TENANT_A = Principal(tenant="a")
-
-
-def test_search_never_returns_another_tenants_chunks(index):
-    for query in ("invoice INV-2044 paid", "Paris France", "when was the invoice paid", "tenant B"):
-        hits = index.search(query, TENANT_A, k=10)
-        assert all(c.tenant == "a" for c, _ in hits)
-        assert "b-invoice" not in {c.chunk_id for c, _ in index.search(query, Principal(tenant="a", roles={"legal"}))}
-    assert {c.chunk_id for c, _ in index.search("invoice paid", Principal(tenant="b"))} == {"b-invoice"}
-
-
-def test_roles_restrict_within_a_tenant(index):
-    plain = {c.chunk_id for c, _ in index.search("Project Falcon code name", TENANT_A, k=10)}
-    legal = {c.chunk_id for c, _ in index.search("Project Falcon code name", Principal(tenant="a", roles={"legal"}))}
+def test_roles_restrict_within_a_tenant(retriever):
+    plain = {c.chunk_id for c, _ in retriever.search("Project Falcon code name", TENANT_A, k=10)}
+    legal = {c.chunk_id for c, _ in retriever.search("Project Falcon code name", LEGAL_A)}
     assert "a-secret" not in plain and "a-secret" in legal
-    assert index.hidden_matches("Project Falcon code name", TENANT_A) > 0
-    assert index.hidden_matches("Project Falcon code name", Principal(tenant="a", roles={"legal"})) == 0
+    assert retriever.hidden_matches("Project Falcon code name", TENANT_A) > 0
+    assert retriever.hidden_matches("Project Falcon code name", LEGAL_A) == 0
+
+
+def test_metadata_filters_match_fields_exactly(retriever):
+    assert {c.chunk_id for c, _ in retriever.search("France", TENANT_A, filters={"title": "France"})} == {"a-paris"}
+    assert retriever.search("France", TENANT_A, filters={"status": "superseded"}) == []
 
 
 def test_index_persists_and_reloads(index, tmp_path):
     again = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
-    assert len(again.chunks) == 4
+    assert len(again.chunks) == len(CORPUS)
     assert again.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
     (tmp_path / "idx" / "vectors.npy").write_bytes(b"junk")
     with pytest.raises(DataError, match="unreadable"):
         LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
-
-
-@pytest.fixture(scope="module")
-def grader():
-    return load_grader("default")
 
 
 def test_outcomes(index, grader):
@@ -102,6 +70,10 @@ def test_outcomes(index, grader):
 def test_rewrite_keeps_identifiers():
     rewritten = rewrite_query("What is the status of invoice INV-2044 for AcmeWidget?")
     assert rewritten == "status invoice INV-2044 AcmeWidget"
+    assert rewrite_query("What is the status of invoice INV-2044?", ["payment date", "status"]) == \
+        "status invoice INV-2044 payment date"
+    assert keep_identifiers("refund for order 2024-03-01 AcmeWidget", "refund order AcmeWidget") == \
+        "refund for order 2024-03-01 AcmeWidget"  # a rewrite that drops the date falls back to the raw query
     assert {"INV-2044", "2024-03-01"} <= identifiers("Invoice INV-2044 paid 2024-03-01")
     assert rewrite_query("what is it?") == "what is it?"  # nothing left: keep the raw query
 

@@ -1,0 +1,71 @@
+"""Shared pipeline fixtures: a hashing embedder, a small multi-tenant corpus in each retriever, the default grader."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+
+from grader import load_grader
+from pipeline.documents import Principal, StoredChunk
+from pipeline.index import LocalHybridIndex
+
+
+class HashEmbedder:
+    """Bag-of-words hashing vectors: a fast, deterministic stand-in for MiniLM at the index's edge."""
+
+    name = "hash"
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 384] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-9)
+
+
+def make_chunk(cid, text, tenant="a", roles=(), **kw):
+    return StoredChunk(chunk_id=cid, text=text, tenant=tenant, source=f"{cid}.md", allowed_roles=frozenset(roles),
+                       **kw)
+
+
+CORPUS = [
+    make_chunk("a-paris", "Paris is the capital and largest city of France.", title="France"),
+    make_chunk("a-bananas", "Bananas are rich in potassium and grow in tropical regions.", title="Bananas"),
+    make_chunk("a-secret", "The merger code name for Project Falcon is BLUEBIRD-7.", roles=("legal",),
+               title="Falcon"),
+    make_chunk("b-invoice", "Invoice INV-2044 from tenant B was paid on 2024-03-01.", tenant="b", title="Invoices"),
+    make_chunk("b-falcon", "Project Falcon at tenant B is a bird-watching club that meets on Sundays.", tenant="b",
+               title="Clubs"),
+]
+TENANT_A = Principal(tenant="a")
+LEGAL_A = Principal(tenant="a", roles=frozenset({"legal"}))
+TENANT_B = Principal(tenant="b")
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    idx.add(CORPUS)
+    return idx
+
+
+@pytest.fixture(params=["local", "qdrant"])
+def retriever(request, tmp_path):
+    """The same corpus in the embedded index and in Qdrant (local mode): every isolation test runs on both."""
+    if request.param == "local":
+        store = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    else:
+        from pipeline.qdrant_store import QdrantRetriever
+
+        store = QdrantRetriever("test", location=":memory:", embedder=HashEmbedder())
+    store.add(CORPUS)
+    return store
+
+
+@pytest.fixture(scope="session")
+def grader():
+    return load_grader("default")

