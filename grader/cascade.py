@@ -22,6 +22,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.llm import LLMFailure, LLMGrader, LLMJudgement
 from grader.llm_prompts import PROMPT_VERSION
 from grader.policy import ThresholdPolicy
+from grader.protocol import PolicyGrader
 from grader.thresholds import ThresholdChoice, choose_thresholds
 from models.errors import ConfigError
 from models.types import Chunk, Grade, as_chunk
@@ -66,7 +67,7 @@ class CascadeGrader:
     def __init__(
         self,
         *,
-        primary: CrossEncoderGrader,
+        primary: PolicyGrader,
         escalate_to: LLMGrader | None,
         policy: ThresholdPolicy | None = None,
         budget: Budget | None = None,

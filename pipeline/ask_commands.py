@@ -19,7 +19,7 @@ from pipeline.index import LocalHybridIndex
 from pipeline.ingest import ingest
 from pipeline.output import print_json
 
-__all__ = ["DEMO_DIR", "register_ask", "register_eval_pipeline", "register_index"]
+__all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_TENANT = "demo"
@@ -30,7 +30,8 @@ def _principal(args: argparse.Namespace) -> Principal:
     return Principal(tenant=args.tenant, roles=roles)
 
 
-def _demo_index() -> Path:
+def demo_index() -> Path:
+    """The shipped demo corpus as an index in the cache directory (built on first use)."""
     root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index"
     if not (root / "chunks.jsonl").is_file():
         ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
@@ -40,7 +41,7 @@ def _demo_index() -> Path:
 def _index_path(args: argparse.Namespace) -> Path:
     if args.demo:
         args.tenant = DEMO_TENANT
-        return _demo_index()
+        return demo_index()
     if not args.index:
         raise ConfigError("pass --index DIR (built with `crag index add`) or --demo")
     if not (Path(args.index) / "chunks.jsonl").is_file():

@@ -10,6 +10,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.llm import LLMConfig, LLMGrader
 from grader.llm_structured import StructuredLLM
+from grader.protocol import PolicyGrader
 from models.errors import ConfigError
 from pipeline.corrective_rag import CorrectiveRAG, RAGConfig
 from pipeline.generation import LLMAnswerer
@@ -52,7 +53,7 @@ def web_provider(kind: str | None, url: str | None, api_key_env: str = "TAVILY_A
 
 
 def build_rag(retriever: Retriever, settings: PipelineSettings, *,
-              primary: CrossEncoderGrader | None = None) -> CorrectiveRAG:
+              primary: PolicyGrader | None = None) -> CorrectiveRAG:
     """The cascade (when an LLM is set) over the small grader, LLM answerer, web tier and privacy guard.
 
     Pass ``primary`` to share one loaded grader between many pipelines (the service does).
@@ -62,7 +63,7 @@ def build_rag(retriever: Retriever, settings: PipelineSettings, *,
         if not isinstance(loaded, CrossEncoderGrader):
             raise ConfigError(f"model must be a cross-encoder bundle, got {type(loaded).__name__}")
         primary = loaded
-    grader: CrossEncoderGrader | CascadeGrader = primary
+    grader: PolicyGrader | CascadeGrader = primary
     answerer = None
     if settings.llm is not None:
         grader = CascadeGrader(primary=primary, escalate_to=LLMGrader(settings.llm))

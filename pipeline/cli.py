@@ -24,6 +24,9 @@ BUILTIN = (
     "pipeline.ask_commands:register_index",
     "pipeline.ask_commands:register_ask",
     "pipeline.ask_commands:register_eval_pipeline",
+    "pipeline.batch_grade:register_grade_file",
+    "pipeline.serve_commands:register_serve",
+    "pipeline.serve_commands:register_keys",
 )
 
 

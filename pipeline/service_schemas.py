@@ -1,0 +1,88 @@
+"""Request and response models of the HTTP API; their constraints are the documented limits (OpenAPI)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["GradeOut", "GradeResponse", "Limits", "QueryResponse", "request_models"]
+
+
+class Limits(BaseModel):
+    """Per-request limits; exceeding one is a 413 or 422 that names the limit."""
+
+    model_config = ConfigDict(frozen=True)
+    max_query_chars: int = Field(default=2000, ge=1)
+    max_chunks: int = Field(default=64, ge=1)
+    max_chunk_chars: int = Field(default=8000, ge=1)
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    rate_per_minute: int = Field(default=600, ge=1)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("query must contain non-whitespace characters")
+    return value
+
+
+def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
+    """(GradeRequest, QueryRequest) whose constraints are this deployment's limits, so the OpenAPI
+    spec documents exactly what the server accepts."""
+
+    class ChunkIn(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        text: str = Field(..., max_length=limits.max_chunk_chars)
+        chunk_id: str | None = Field(None, max_length=256)
+
+    class GradeRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        query: str = Field(..., min_length=1, max_length=limits.max_query_chars)
+        chunks: list[ChunkIn] = Field(..., min_length=1, max_length=limits.max_chunks)
+        escalate: bool = Field(True, description="send uncertain chunks to the LLM grader when one is configured")
+        _query = field_validator("query")(_not_blank)
+
+    class QueryRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        query: str = Field(..., min_length=1, max_length=limits.max_query_chars)
+        confidential: bool = Field(False, description="never send this question to web search")
+        filters: dict[str, str | int | bool] | None = Field(
+            None, max_length=8, description="exact-match metadata filters, e.g. {\"status\": \"active\"}")
+        _query = field_validator("query")(_not_blank)
+
+    return GradeRequest, QueryRequest
+
+
+class GradeOut(BaseModel):
+    chunk_id: str | None
+    verdict: Literal["relevant", "partial", "irrelevant"]
+    probability: float
+    uncertain: bool
+    decided_by: Literal["model", "llm", "heuristic"]
+    escalation_failed: bool
+    truncated: bool
+    reason: str | None = None
+    llm_verdict: Literal["relevant", "partial", "irrelevant"] | None = None
+
+
+class GradeResponse(BaseModel):
+    decision: Literal["correct", "ambiguous", "incorrect"]
+    grades: list[GradeOut]
+    escalated: int
+    degraded: bool
+    model: str
+
+
+class QueryResponse(BaseModel):
+    outcome: Literal["answer", "partial_answer", "clarification", "abstention", "access_denied"]
+    message: str
+    answer: str | None
+    sources: list[dict[str, Any]]
+    decision: Literal["correct", "ambiguous", "incorrect"] | None
+    quality: dict[str, Any] | None
+    grounding: str
+    degraded: bool
+    degraded_reasons: list[str]
+    llm_calls: int
+    tier: str
+    trace: list[dict[str, Any]]
