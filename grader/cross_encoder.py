@@ -18,7 +18,7 @@ from grader.encoding import EncodedBatch, PairEncoder
 from grader.policy import ThresholdPolicy
 from models.bundle import Bundle
 from models.errors import ConfigError
-from models.types import Chunk, Grade, Verdict, as_chunk
+from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 
 __all__ = ["CrossEncoderGrader", "ScoredPairs", "validate_query"]
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 def validate_query(query: object) -> str:
     """A query must be a non-empty string."""
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str) or is_blank(query):
         raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
     return query
 

@@ -26,6 +26,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser, *, required: bool = False
     group.add_argument("--llm-timeout", type=float, default=30.0, help="seconds per call")
     group.add_argument("--llm-retries", type=int, default=3, help="attempts per call")
     group.add_argument("--llm-cache", default=None, help="directory for the on-disk answer cache")
+    group.add_argument("--llm-breaker-failures", type=int, default=5, help="consecutive failures that open the circuit")
+    group.add_argument("--llm-breaker-reset", type=float, default=30.0,
+                       help="seconds before an open circuit lets a trial call through")
 
 
 def llm_from_args(args: argparse.Namespace) -> LLMGrader | None:
@@ -45,4 +48,5 @@ def llm_config_from_args(args: argparse.Namespace) -> LLMConfig | None:
         model=model, base_url=args.llm_base_url, api_key=os.environ.get(args.llm_api_key_env),
         mode=args.llm_mode, chunks_per_call=args.llm_chunks_per_call, concurrency=args.llm_concurrency,
         timeout_s=args.llm_timeout, retry=RetryPolicy(attempts=args.llm_retries), cache_dir=args.llm_cache,
+        breaker_failures=args.llm_breaker_failures, breaker_reset_s=args.llm_breaker_reset,
     )

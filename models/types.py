@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from models.errors import ConfigError
 
-__all__ = ["Chunk", "Decision", "Grade", "Verdict", "as_chunk"]
+__all__ = ["NON_BLANK", "Chunk", "Decision", "Grade", "Verdict", "as_chunk", "is_blank"]
+
+NON_BLANK = r"[^ \t\n\r\f\v]"
+"""A text is blank unless it has a character outside ASCII whitespace (the API's JSON-Schema ``pattern``)."""
+
+
+def is_blank(text: str) -> bool:
+    """True for empty or ASCII-whitespace-only text, the one definition every boundary uses."""
+    return re.search(NON_BLANK, text) is None
 
 
 class Verdict(str, enum.Enum):

@@ -74,7 +74,8 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
 
 
 def _grade_file(args: argparse.Namespace) -> int:
-    grader = load_grader(args.model, threads=args.threads)
+    options = {"batch_size": args.batch_size} if args.batch_size else {}
+    grader = load_grader(args.model, threads=args.threads, **options)
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError(f"--model must be a cross-encoder bundle, got {type(grader).__name__}")
     if args.out == "-":  # pairs on stdout, the summary on stderr
@@ -97,4 +98,6 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="default")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="pairs per model call (int8 default 1 keeps each score independent of its batch mates)")
     p.set_defaults(handler=_grade_file)

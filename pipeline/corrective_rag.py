@@ -18,7 +18,7 @@ from typing import Any
 from grader.policy import ThresholdPolicy, decide
 from grader.protocol import Grader
 from models.errors import ConfigError, LLMError
-from models.types import Chunk, Decision, Grade, Verdict
+from models.types import Chunk, Decision, Grade, Verdict, is_blank
 from pipeline.answering import Answerer, Draft
 from pipeline.context_quality import ContextQuality, heuristic_quality
 from pipeline.correction import drop_bad_chunks, order_by_authority, refine, rewrite_query
@@ -108,7 +108,7 @@ class CorrectiveRAG:
             confidential: bool = False) -> RAGResult:
         """Answer, partially answer, ask to clarify, abstain or report access denied; never raises on an
         outside failure (the LLM or web search), which degrades the result and is flagged instead."""
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) or is_blank(query):
             raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
         if len(query) > self.config.max_query_chars:
             raise ConfigError(f"query is {len(query)} characters; the limit is {self.config.max_query_chars}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.types import NON_BLANK
 
 __all__ = ["GradeOut", "GradeResponse", "Limits", "QueryResponse", "request_models"]
 
@@ -20,12 +22,6 @@ class Limits(BaseModel):
     rate_per_minute: int = Field(default=600, ge=1)
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("query must contain non-whitespace characters")
-    return value
-
-
 def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
     """(GradeRequest, QueryRequest) whose constraints are this deployment's limits, so the OpenAPI
     spec documents exactly what the server accepts."""
@@ -37,18 +33,18 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
 
     class GradeRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
-        query: str = Field(..., min_length=1, max_length=limits.max_query_chars)
+        query: str = Field(..., min_length=1, max_length=limits.max_query_chars, pattern=NON_BLANK,
+                           description="the question; not blank")
         chunks: list[ChunkIn] = Field(..., min_length=1, max_length=limits.max_chunks)
         escalate: bool = Field(True, description="send uncertain chunks to the LLM grader when one is configured")
-        _query = field_validator("query")(_not_blank)
 
     class QueryRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
-        query: str = Field(..., min_length=1, max_length=limits.max_query_chars)
+        query: str = Field(..., min_length=1, max_length=limits.max_query_chars, pattern=NON_BLANK,
+                           description="the question; not blank")
         confidential: bool = Field(False, description="never send this question to web search")
         filters: dict[str, str | int | bool] | None = Field(
             None, max_length=8, description="exact-match metadata filters, e.g. {\"status\": \"active\"}")
-        _query = field_validator("query")(_not_blank)
 
     return GradeRequest, QueryRequest
 

@@ -30,6 +30,6 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @schema.parametrize()
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 def test_responses_conform_to_the_openapi_spec(case):
     case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN['a']}"})

@@ -67,7 +67,7 @@ def test_pdf_ingestion(tmp_path):
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 garbage")
     from models import DataError
 
-    with pytest.raises(DataError, match="broken.pdf"):
+    with pytest.raises(DataError, match=r"broken\.pdf"):
         read_document(tmp_path / "broken.pdf")
 
 
@@ -95,7 +95,8 @@ def test_serve_finishes_in_flight_requests_on_sigterm(tmp_path, server):
                     break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise AssertionError(proc.stdout.read() if proc.poll() is not None else "not ready in time")
+                    why = proc.stdout.read() if proc.poll() is not None else "not ready in time"
+                    raise AssertionError(why) from None
                 time.sleep(0.5)
         result = {}
 
