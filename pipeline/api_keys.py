@@ -57,6 +57,29 @@ class KeyStore:
     path: Path
     keys: dict[str, ApiKey] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _mtime: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._mtime = self._stat()
+
+    def _stat(self) -> float:
+        try:
+            return self.path.stat().st_mtime_ns / 1e9
+        except OSError:
+            return 0.0
+
+    def refresh(self) -> None:
+        """Re-read the file when another process (``crag keys``) changed it: revocations apply without a restart.
+        A file that became unreadable keeps the keys already loaded (and logs nothing secret)."""
+        mtime = self._stat()
+        if mtime == self._mtime or not mtime:
+            return
+        try:
+            fresh = KeyStore.open(self.path)
+        except (ConfigError, DataError):
+            return
+        with self._lock:
+            self.keys, self._mtime = fresh.keys, mtime
 
     @classmethod
     def open(cls, path: str | Path, *, create: bool = False) -> KeyStore:
@@ -101,6 +124,7 @@ class KeyStore:
         match = KEY_FORMAT.match(token or "")
         if not match:
             return None
+        self.refresh()
         record = self.keys.get(match.group(1))
         if record is None or record.revoked or not hmac.compare_digest(record.sha256, _digest(token or "")):
             return None
@@ -113,3 +137,4 @@ class KeyStore:
                        encoding="utf-8")
         os.chmod(tmp, 0o600)
         tmp.replace(self.path)
+        self._mtime = self._stat()

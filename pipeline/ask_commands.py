@@ -9,6 +9,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError, DataError
@@ -16,6 +17,9 @@ from pipeline.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective_rag import CorrectiveRAG, Outcome, RAGConfig
 from pipeline.documents import Principal
 from pipeline.index import LocalHybridIndex
+
+if TYPE_CHECKING:
+    from pipeline.qdrant_store import QdrantRetriever
 from pipeline.ingest import ingest
 from pipeline.output import print_json
 
@@ -54,14 +58,23 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
         rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds))
-    return build_rag(LocalHybridIndex(_index_path(args)), settings)
+    retriever = _store(args) if args.qdrant_url else LocalHybridIndex(_index_path(args))
+    return build_rag(retriever, settings)
+
+
+def _store(args: argparse.Namespace) -> LocalHybridIndex | QdrantRetriever:
+    if getattr(args, "qdrant_url", None):
+        from pipeline.qdrant_store import QdrantRetriever
+
+        return QdrantRetriever(args.collection, url=args.qdrant_url, api_key=os.environ.get("QDRANT_API_KEY"))
+    return LocalHybridIndex(args.index)
 
 
 def _index_add(args: argparse.Namespace) -> int:
-    count = ingest(LocalHybridIndex(args.index), args.paths, tenant=args.tenant,
+    count = ingest(_store(args), args.paths, tenant=args.tenant,
                    roles=[r for r in (args.roles or "").split(",") if r], status=args.status,
                    effective_date=args.effective_date, authority=args.authority, max_chars=args.max_chars)
-    print_json({"index": args.index, "chunks_added": count})
+    print_json({"index": args.qdrant_url or args.index, "chunks_added": count})
     return 0
 
 
@@ -69,8 +82,11 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="manage the local hybrid index")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     add = isub.add_parser("add", help="add text / Markdown / HTML files or folders")
-    add.add_argument("paths", nargs="+")
-    add.add_argument("--index", required=True, help="index directory (created if missing)")
+    add.add_argument("paths", nargs="+", help="files or folders (.txt .md .html .pdf)")
+    where = add.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help="local index directory (created if missing)")
+    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
+    add.add_argument("--collection", default="crag", help="Qdrant collection")
     add.add_argument("--tenant", required=True)
     add.add_argument("--roles", default="", help="comma-separated roles allowed to read (default: all of the tenant)")
     add.add_argument("--status", default="active", choices=["active", "superseded"])
@@ -82,6 +98,8 @@ def register_index(sub: argparse._SubParsersAction) -> None:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", help="index directory")
+    p.add_argument("--qdrant-url", help="retrieve from Qdrant instead of a local index")
+    p.add_argument("--collection", default="crag")
     p.add_argument("--demo", action="store_true", help="use the shipped SQuAD demo corpus (built on first use)")
     p.add_argument("--tenant", default=DEMO_TENANT)
     p.add_argument("--roles", default="")

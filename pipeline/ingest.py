@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 from models.errors import DataError
 from pipeline.documents import SUPPORTED, StoredChunk, chunk_id_for, chunk_text, read_document
-from pipeline.index import LocalHybridIndex
 
-__all__ = ["collect_files", "ingest"]
+__all__ = ["WritableIndex", "collect_files", "ingest"]
 
 
 def collect_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -30,7 +30,13 @@ def collect_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def ingest(index: LocalHybridIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
+class WritableIndex(Protocol):
+    """Anything chunks can be added to: the local index or the Qdrant retriever."""
+
+    def add(self, chunks: Iterable[StoredChunk]) -> int: ...
+
+
+def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
            status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900) -> int:
     """Chunk and add the documents; returns the number of chunks added."""
     chunks = []
@@ -40,5 +46,6 @@ def ingest(index: LocalHybridIndex, paths: Iterable[str | Path], *, tenant: str,
             chunks.append(StoredChunk(chunk_id=chunk_id_for(f"{tenant}/{path.name}", position, piece), text=piece,
                                       tenant=tenant, source=str(path.name), title=title, position=position,
                                       allowed_roles=frozenset(roles), status=status, effective_date=effective_date,
-                                      authority=authority))
+                                      authority=authority,
+                                      metadata={"path": str(path), "format": path.suffix.lower().lstrip(".")}))
     return index.add(chunks)

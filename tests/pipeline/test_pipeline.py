@@ -107,3 +107,19 @@ def test_ingestion(tmp_path):
         ingest(idx, [tmp_path / "skip.bin"], tenant="t")
     with pytest.raises(DataError, match="no such file"):
         ingest(idx, [tmp_path / "missing"], tenant="t")
+
+
+def test_qdrant_local_mode_persists_and_needs_one_location(tmp_path):
+    from pipeline.qdrant_store import QdrantRetriever
+
+    store = QdrantRetriever("docs", path=str(tmp_path / "q"), embedder=HashEmbedder())
+    assert store.search("capital of France", TENANT_A) == []  # no collection yet: empty, not an error
+    assert store.add(CORPUS) == len(CORPUS)
+    store.add(CORPUS[:1])  # same chunk_id replaces, never duplicates
+    store.client.close()
+    again = QdrantRetriever("docs", path=str(tmp_path / "q"), embedder=HashEmbedder())
+    hits = again.search("capital of France", TENANT_A, k=10)
+    assert hits[0][0].chunk_id == "a-paris" and len({c.chunk_id for c, _ in hits}) == len(hits)
+    again.client.close()
+    with pytest.raises(ConfigError, match="exactly one"):
+        QdrantRetriever("docs", embedder=HashEmbedder())
