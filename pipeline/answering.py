@@ -1,7 +1,7 @@
 """From refined strips to one of the outcomes: extractive (grader-only) or LLM-written and grounding-checked.
 
 Rules, in order:
-- no strip above the policy's lower bound: abstain;
+- no strip above the policy's lower bound (or ``min_answer_probability`` when set higher): abstain;
 - knowledge synthesis from weak evidence (only strips inside the uncertain band) needs at least one of
   them to come from a real document of the caller's, not only from the web; never from nothing;
 - with an LLM and at least two calls left (one to write, one to verify): generate with citations,
@@ -47,13 +47,15 @@ class Answerer:
     """Composes the final answer for one run, spending the run's LLM budget."""
 
     def __init__(self, policy: ThresholdPolicy, llm: LLMAnswerer | None,
-                 pool: dict[str, tuple[StoredChunk, Grade]], state: RunState) -> None:
+                 pool: dict[str, tuple[StoredChunk, Grade]], state: RunState, *,
+                 min_probability: float | None = None) -> None:
         self.policy, self.llm, self.pool, self.state = policy, llm, pool, state
+        self.floor = policy.lower if min_probability is None else max(policy.lower, min_probability)
 
     def compose(self, query: str, strips: Sequence[Strip], decision: Decision | None,
                 conflicts: Sequence[str]) -> Draft:
         confident = [s for s in strips if s.grade.probability >= self.policy.upper]
-        weak = [s for s in strips if self.policy.lower < s.grade.probability < self.policy.upper]
+        weak = [s for s in strips if self.floor < s.grade.probability < self.policy.upper]
         chosen = confident or weak
         if not chosen:
             return Draft(Outcome.ABSTENTION, NO_ANSWER)

@@ -57,7 +57,8 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
     settings = PipelineSettings(
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
-        rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds))
+        rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds,
+                      min_answer_probability=args.min_answer_p))
     retriever = _store(args) if args.qdrant_url else LocalHybridIndex(_index_path(args))
     return build_rag(retriever, settings)
 
@@ -108,6 +109,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-llm-calls", type=int, default=8, help="LLM calls per question, all steps together")
     p.add_argument("--deadline", type=float, default=20.0, help="seconds per question")
     p.add_argument("--max-rounds", type=int, default=3, help="retrieval rounds (initial, broader, web)")
+    p.add_argument("--min-answer-p", type=float, default=None,
+                   help="answer from uncertain strips only above this probability (default: the lower threshold)")
     web = p.add_argument_group("web search fallback (off unless --web is given)")
     web.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
     web.add_argument("--web-url", default=None, help="SearxNG instance URL, or a Tavily-compatible base URL")

@@ -44,12 +44,15 @@ class RAGConfig:
     strip_token_budget: int = 120
     min_query_words: int = 2
     max_query_chars: int = 2000
+    min_answer_probability: float | None = None  # weak strips below this are not used (default: policy.lower)
 
     def __post_init__(self) -> None:
         if (self.k < 1 or self.broader_k < self.k or self.web_k < 1 or self.max_rounds < 1 or self.deadline_s <= 0
-                or self.max_llm_calls < 0 or self.strip_token_budget < 10):
+                or self.max_llm_calls < 0 or self.strip_token_budget < 10
+                or not (self.min_answer_probability is None or 0 <= self.min_answer_probability <= 1)):
             raise ConfigError(f"invalid RAGConfig {self}: need k >= 1, broader_k >= k, web_k >= 1, max_rounds >= 1, "
-                              "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10")
+                              "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10, "
+                              "min_answer_probability in [0, 1]")
 
 
 class RunState:
@@ -249,7 +252,7 @@ class CorrectiveRAG:
         strips = refine(query, usable, _BudgetedGrader(self, state), token_budget=self.config.strip_token_budget)
         state.trace.step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)}
                                                for s in strips])
-        answerer = Answerer(self.policy, self.llm, pool, state)
+        answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability)
         draft = answerer.compose(query, strips, decision, conflicts)
         return self._from_draft(state, draft, decision)
 

@@ -123,3 +123,15 @@ def test_qdrant_local_mode_persists_and_needs_one_location(tmp_path):
     again.client.close()
     with pytest.raises(ConfigError, match="exactly one"):
         QdrantRetriever("docs", embedder=HashEmbedder())
+
+
+def test_min_answer_probability_turns_weak_evidence_into_abstention(index, grader):
+    from pipeline.corrective_rag import RAGConfig
+
+    loose = CorrectiveRAG(index, grader).run("What are bananas rich in?", TENANT_A)
+    strict = CorrectiveRAG(index, grader, config=RAGConfig(min_answer_probability=0.99)).run(
+        "What are bananas rich in?", TENANT_A)
+    assert loose.outcome is Outcome.PARTIAL_ANSWER and "potassium" in loose.answer  # weak strips only (P~0.37)
+    assert strict.outcome is Outcome.ABSTENTION and strict.answer is None
+    with pytest.raises(ConfigError, match="min_answer_probability"):
+        RAGConfig(min_answer_probability=1.5)
