@@ -6,6 +6,7 @@ process by the grader directly, one request after another, which gives the raw s
 compared against (requests/s through HTTP / requests/s of the bare grader).
 
 Run: python bench/load_test.py [--seconds 20] [--concurrency 1 4 16] [--chunks 8] [--wait-ms 0 5]
+     [--workers 2 --threads 1]
      [--json bench/results_load.json]
 """
 
@@ -73,6 +74,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--wait-ms", type=float, nargs="+", default=[5.0])
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--threads", type=int, default=2, help="model threads per worker")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     payload = {"query": QUERY, "chunks": demo_chunks(args.chunks), "escalate": False}
@@ -82,11 +85,12 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for wait in args.wait_ms:
-            service = Service(Path(tmp), "--micro-batch-wait-ms", str(wait), "--threads", "2")
+            service = Service(Path(tmp), "--micro-batch-wait-ms", str(wait), "--threads", str(args.threads),
+                              "--workers", str(args.workers))
             try:
                 for concurrency in args.concurrency:
                     row = asyncio.run(load(service.url, service.headers, payload, concurrency, args.seconds))
-                    row["micro_batch_wait_ms"] = wait
+                    row.update(micro_batch_wait_ms=wait, workers=args.workers, threads=args.threads)
                     row["vs_raw_grader"] = round(row["requests_per_s"] / raw["requests_per_s"], 3)
                     runs.append(row)
                     print(json.dumps(row), flush=True)

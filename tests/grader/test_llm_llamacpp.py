@@ -70,3 +70,29 @@ def test_cascade_with_real_server(base_url):
     grades = cascade.grade(QUERY, CHUNKS)
     assert all(g.decided_by == "llm" or g.escalation_failed for g in grades)
     assert any(g.decided_by == "llm" for g in grades)
+
+
+def test_pipeline_generation_and_grounding_speak_the_real_servers_protocol(base_url, tmp_path):
+    """Generation, verification and the context check parse as pydantic models from llama.cpp's grammar-
+    constrained JSON; whatever the weak model says, the run ends with one of the five outcomes."""
+    from grader.llm_structured import StructuredLLM
+    from pipeline.corrective_rag import CorrectiveRAG, Outcome, RAGConfig
+    from pipeline.documents import Principal, StoredChunk
+    from pipeline.generation import Evidence, LLMAnswerer
+    from pipeline.index import LocalHybridIndex
+    from tests.pipeline.conftest import HashEmbedder
+
+    config = LLMConfig(model="smollm2", base_url=base_url, mode="json_object", timeout_s=60, max_tokens=300,
+                       retry=RetryPolicy(attempts=2, base_s=0.1))
+    answerer = LLMAnswerer(StructuredLLM(config))
+    evidence = [Evidence("c1", CHUNKS[0])]
+    draft = answerer.generate(QUERY, evidence)
+    assert isinstance(draft.answerable, bool) and isinstance(draft.claims, list)
+    assessment = answerer.assess(QUERY, evidence)
+    assert assessment.quality in ("sufficient", "partial", "insufficient", "conflicting")
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    index.add([StoredChunk(chunk_id="c1", text=CHUNKS[0], tenant="t", source="c1.md")])
+    rag = CorrectiveRAG(index, load_grader("default"), answerer=answerer, config=RAGConfig(max_llm_calls=4))
+    result = rag.run(QUERY, Principal(tenant="t"))
+    assert result.outcome in tuple(Outcome) and result.llm_calls <= 4
+    assert result.grounding in ("verified", "needs_revision", "extractive", "none")

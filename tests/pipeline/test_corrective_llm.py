@@ -11,6 +11,7 @@ from grader.llm_structured import StructuredLLM
 from grader.policy import ThresholdPolicy
 from grader.resilience import RetryPolicy
 from pipeline.corrective_rag import CorrectiveRAG, Outcome, RAGConfig
+from pipeline.documents import Principal
 from pipeline.generation import LLMAnswerer
 from pipeline.web_search import SearxNGSearch
 from tests.fakes.web_search_server import FakeWebSearch
@@ -142,3 +143,15 @@ def test_rounds_and_deadline_bound_the_loop(index, grader, server):
     assert [t.action for t in one.trace].count("retrieve") == 1
     late = _rag(index, grader, server, deadline_s=1e-6).run("Which planet is known as the Red Planet?", TENANT_A)
     assert any(t.action == "stop" and t.detail["reason"] == "deadline reached" for t in late.trace)
+
+
+def test_weak_web_evidence_alone_is_never_synthesised_into_an_answer(index, grader, web):
+    nobody = Principal(tenant="nobody-has-documents")
+    provider = SearxNGSearch(web.url, retry=FAST)
+    weak = CorrectiveRAG(index, grader, web=provider, policy=ThresholdPolicy(lower=1e-4, upper=0.9999))
+    result = weak.run("Which planet is known as the Red Planet?", nobody)
+    assert web.requests and result.outcome is Outcome.ABSTENTION and "weak web results" in result.message
+    confident = CorrectiveRAG(index, grader, web=provider, policy=ThresholdPolicy(lower=1e-4, upper=1e-3))
+    answered = confident.run("Which planet is known as the Red Planet?", nobody)
+    assert answered.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER) and answered.tier == "web search"
+    assert answered.sources[0]["url"] == "https://en.wikipedia.org/wiki/Mars" and "Red Planet" in answered.answer
