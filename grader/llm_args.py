@@ -25,6 +25,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser, *, required: bool = False
     group.add_argument("--llm-concurrency", type=int, default=4)
     group.add_argument("--llm-timeout", type=float, default=30.0, help="seconds per call")
     group.add_argument("--llm-retries", type=int, default=3, help="attempts per call")
+    group.add_argument("--llm-max-tokens", type=int, default=512, help="completion tokens per call")
     group.add_argument("--llm-cache", default=None, help="directory for the on-disk answer cache")
     group.add_argument("--llm-breaker-failures", type=int, default=5, help="consecutive failures that open the circuit")
     group.add_argument("--llm-breaker-reset", type=float, default=30.0,
@@ -49,4 +50,5 @@ def llm_config_from_args(args: argparse.Namespace) -> LLMConfig | None:
         mode=args.llm_mode, chunks_per_call=args.llm_chunks_per_call, concurrency=args.llm_concurrency,
         timeout_s=args.llm_timeout, retry=RetryPolicy(attempts=args.llm_retries), cache_dir=args.llm_cache,
         breaker_failures=args.llm_breaker_failures, breaker_reset_s=args.llm_breaker_reset,
+        max_tokens=args.llm_max_tokens,
     )
