@@ -37,7 +37,7 @@ from grader.llm_prompts import (
     user_message,
     yes_no_message,
 )
-from grader.llm_structured import CallFailed, call_failure, openai_client_kwargs
+from grader.llm_structured import CallFailed, LLMStats, call_failure, openai_client_kwargs
 from grader.resilience import CircuitBreaker, RetryPolicy
 from models.deps import require
 from models.errors import ConfigError, LLMError
@@ -112,19 +112,6 @@ class LLMFailure:
     """Why the LLM gave no usable verdict for one chunk."""
 
     reason: str
-
-
-@dataclass
-class LLMStats:
-    """Running totals over the grader's lifetime."""
-
-    calls: int = 0
-    failed_calls: int = 0
-    retries: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
 
 
 def _score(judgement: ChunkJudgement) -> float:

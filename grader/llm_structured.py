@@ -21,7 +21,7 @@ from grader.resilience import CircuitBreaker
 from models.deps import require
 from models.errors import ConfigError, LLMError
 
-__all__ = ["CallFailed", "LLMUsage", "StructuredLLM", "call_failure", "openai_client_kwargs"]
+__all__ = ["CallFailed", "LLMStats", "StructuredLLM", "call_failure", "openai_client_kwargs"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -76,9 +76,13 @@ def openai_client_kwargs(config: Any) -> dict[str, Any]:
 
 
 @dataclass
-class LLMUsage:
+class LLMStats:
+    """Running totals of LLM calls over a client's lifetime."""
+
     calls: int = 0
     failed_calls: int = 0
+    retries: int = 0
+    cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -96,7 +100,7 @@ class StructuredLLM:
         self._openai = require("openai", "llm")
         self._client = client
         self.breaker = breaker or CircuitBreaker(config.breaker_failures, config.breaker_reset_s)
-        self.usage = LLMUsage()
+        self.usage = LLMStats()
         self._lock = threading.Lock()
 
     @property
@@ -127,6 +131,7 @@ class StructuredLLM:
                     wait = retry.delay(attempt, failure.retry_after)
                     if deadline is not None and time.monotonic() + wait >= deadline:
                         break
+                    self._count(retries=1)
                     time.sleep(wait)
                 continue
             self.breaker.record_success()

@@ -17,6 +17,7 @@ from pipeline.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective_rag import CorrectiveRAG, Outcome, RAGConfig
 from pipeline.documents import Principal
 from pipeline.index import LocalHybridIndex
+from pipeline.jsonl import iter_json_lines
 
 if TYPE_CHECKING:
     from pipeline.qdrant_store import QdrantRetriever
@@ -197,18 +198,8 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
 
 def read_golden(path: Path) -> list[dict]:
     """Golden records (query, expected_action, expected_sources, must_abstain[, answers]), validated per line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read the golden set: {exc}") from exc
     records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    for number, item in iter_json_lines(path, what="golden set"):
         if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
             raise DataError(f"{path}:{number}: each record needs a non-empty string 'query'")
         if not isinstance(item.get("must_abstain"), bool):

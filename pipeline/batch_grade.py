@@ -18,28 +18,18 @@ from typing import IO, Any
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
+from pipeline.jsonl import iter_json_lines
 from pipeline.output import print_json
 
 __all__ = ["grade_stream", "register_grade_file"]
 
 
 def _pairs(path: Path) -> Iterator[tuple[int, str, str, Any]]:
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot open ({exc.strerror})") from exc
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
-                    or not isinstance(record.get("text"), str) or not record["query"].strip():
-                raise DataError(f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'")
-            yield number, record["query"], record["text"], record.get("id", number)
+    for number, record in iter_json_lines(path, what="pair file"):
+        if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
+                or not isinstance(record.get("text"), str) or not record["query"].strip():
+            raise DataError(f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'")
+        yield number, record["query"], record["text"], record.get("id", number)
 
 
 def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256) -> dict[str, Any]:

@@ -23,7 +23,7 @@ __all__ = [
 
 QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
                   "were", "do", "does", "did", "can", "could", "should", "would", "the", "a", "an", "of", "in",
-                  "on", "for", "to", "please", "tell", "me", "about"}
+                  "on", "for", "to", "please", "tell", "me", "about", "i", "my", "we", "our", "you", "your"}
 IDENTIFIER = re.compile(
     r"\b(?:[A-Z]{2,}[-_]?\d+[\w-]*|\d{4}-\d{2}-\d{2}|\d+(?:[.,/]\d+)*|[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+|"
     r"[A-Za-z]+-\d+[\w-]*|v\d+(?:\.\d+)*)\b"

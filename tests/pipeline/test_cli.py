@@ -79,3 +79,57 @@ def test_console_script_has_no_traceback():
     out = subprocess.run([sys.executable, "-m", "pipeline.cli", "eval", "--data", "/nope.tsv"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr and "no such file" in out.stderr
+
+
+@pytest.fixture
+def demo_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRAG_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_ask_demo_answers_with_citations_and_a_trace(capsys, demo_cache):
+    assert main(["ask", "--demo", "When did Herve serve as a Byzantine general?", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["outcome"] in ("answer", "partial_answer") and result["sources"][0]["source"] == "Normans.md"
+    assert "1050s" in result["answer"] and "[Normans.md#" in result["answer"] and result["llm_calls"] == 0
+    assert [t["action"] for t in result["trace"]][:3] == ["retrieve", "check", "grade"]
+    assert main(["ask", "--demo", "Who won the 2018 FIFA World Cup?", "--trace"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("[abstention]") and "trace:" in text and "retrieve" in text
+
+
+def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "reset.md").write_text("# Password reset\n\nTo reset your password, open Settings, choose Security "
+                                   "and press Reset password. A link is e-mailed to you.\n", encoding="utf-8")
+    index = str(tmp_path / "idx")
+    assert main(["index", "add", str(docs), "--index", index, "--tenant", "acme", "--roles", "support"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunks_added"] == 1
+    assert main(["ask", "--index", index, "--tenant", "acme", "--roles", "support", "--json",
+                 "How do I reset my password?"]) == 0
+    allowed = json.loads(capsys.readouterr().out)
+    assert allowed["outcome"] != "access_denied" and allowed["trace"][0]["detail"]["hits"][0].startswith("reset.md")
+    assert main(["ask", "--index", index, "--tenant", "acme", "--json", "How do I reset my password?"]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "access_denied"
+    assert main(["ask", "--index", str(tmp_path / "nope"), "--json", "How do I reset my password?"]) == 2
+    assert "is not an index" in capsys.readouterr().err
+
+
+def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, demo_cache):
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("\n".join(json.dumps(x) for x in [
+        {"query": "When did Herve serve as a Byzantine general?", "expected_action": "answer",
+         "expected_sources": ["Normans.md"], "must_abstain": False, "answers": ["1050s"]},
+        {"query": "Who won the 2018 FIFA World Cup?", "expected_action": "abstain", "expected_sources": [],
+         "must_abstain": True},
+    ]) + "\n", encoding="utf-8")
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 2 and report["abstention_fidelity"] == 1.0 and report["answer_rate_when_answerable"] == 1.0
+    assert report["llm_calls_per_query"] == 0.0 and report["latency_ms_p50"] > 0
+    assert report["gold_answer_in_answer"] == 1.0 and report["sources_accuracy_when_answered"] == 1.0
+    assert {"recovery_rate", "wrong_answer_rate", "expected_action_accuracy", "degraded_rate"} <= set(report)
+    golden.write_text('{"query": "x y z", "must_abstain": "no"}\n', encoding="utf-8")
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
+    assert "golden.jsonl:1" in capsys.readouterr().err
