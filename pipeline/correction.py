@@ -24,6 +24,7 @@ __all__ = [
 QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
                   "were", "do", "does", "did", "can", "could", "should", "would", "the", "a", "an", "of", "in",
                   "on", "for", "to", "please", "tell", "me", "about", "i", "my", "we", "our", "you", "your"}
+MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 IDENTIFIER = re.compile(
     r"\b(?:[A-Z]{2,}[-_]?\d+[\w-]*|\d{4}-\d{2}-\d{2}|\d+(?:[.,/]\d+)*|[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+|"
     r"[A-Za-z]+-\d+[\w-]*|v\d+(?:\.\d+)*)\b"
@@ -95,7 +96,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     and return them in document order."""
     strips: list[tuple[str, int, str]] = []
     for chunk in chunks:
-        for sentence in re.split(r"(?<=[.!?])\s+", chunk.text.replace("\n", " ")):
+        body = " ".join(line for line in chunk.text.splitlines() if not MARKDOWN_HEADING.match(line))
+        for sentence in re.split(r"(?<=[.!?])\s+", body):
             if len(sentence.split()) >= 3:
                 strips.append((chunk.chunk_id, len(strips), sentence.strip()))
     if not strips:

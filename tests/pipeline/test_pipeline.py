@@ -135,3 +135,18 @@ def test_min_answer_probability_turns_weak_evidence_into_abstention(index, grade
     assert strict.outcome is Outcome.ABSTENTION and strict.answer is None
     with pytest.raises(ConfigError, match="min_answer_probability"):
         RAGConfig(min_answer_probability=1.5)
+
+
+def test_refine_keeps_sentences_in_order_and_drops_markdown_headings(grader):
+    from pipeline.correction import refine
+
+    chunk = make_chunk("doc", "# Refund policy\n\nRefunds are accepted within 30 days of purchase. Shipping costs "
+                       "are not refunded by the shop.\n## Contact\nWrite to the support team for help.")
+    strips = refine("How many days do I have to ask for a refund?", [chunk], grader, token_budget=200,
+                    min_probability=0.0)
+    assert [s.order for s in strips] == sorted(s.order for s in strips)
+    assert strips and all(not s.text.startswith("#") and "Refund policy" not in s.text for s in strips)
+    assert strips[0].text == "Refunds are accepted within 30 days of purchase."
+    tight = refine("How many days do I have to ask for a refund?", [chunk], grader, token_budget=9,
+                   min_probability=0.0)
+    assert len(tight) == 1  # the budget keeps only the best strip
