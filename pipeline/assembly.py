@@ -52,11 +52,12 @@ def web_provider(kind: str | None, url: str | None, api_key_env: str = "TAVILY_A
     raise ConfigError(f"unknown web search provider {kind!r}; choose one of {list(WEB_PROVIDERS)}")
 
 
-def build_rag(retriever: Retriever, settings: PipelineSettings, *,
-              primary: PolicyGrader | None = None) -> CorrectiveRAG:
+def build_rag(retriever: Retriever, settings: PipelineSettings, *, primary: PolicyGrader | None = None,
+              llm_grader: LLMGrader | None = None) -> CorrectiveRAG:
     """The cascade (when an LLM is set) over the small grader, LLM answerer, web tier and privacy guard.
 
-    Pass ``primary`` to share one loaded grader between many pipelines (the service does).
+    Pass ``primary`` and ``llm_grader`` to share one loaded grader and one LLM client (with its circuit
+    breaker) between many pipelines and endpoints (the service does).
     """
     if primary is None:
         loaded = load_grader(settings.model, threads=settings.threads)
@@ -66,8 +67,9 @@ def build_rag(retriever: Retriever, settings: PipelineSettings, *,
     grader: PolicyGrader | CascadeGrader = primary
     answerer = None
     if settings.llm is not None:
-        grader = CascadeGrader(primary=primary, escalate_to=LLMGrader(settings.llm))
-        answerer = LLMAnswerer(StructuredLLM(settings.llm))
+        llm_grader = llm_grader or LLMGrader(settings.llm)
+        grader = CascadeGrader(primary=primary, escalate_to=llm_grader)
+        answerer = LLMAnswerer(StructuredLLM(settings.llm, breaker=llm_grader.breaker))
     privacy = PrivacyGuard() if settings.privacy_patterns is None else PrivacyGuard(patterns=settings.privacy_patterns)
     return CorrectiveRAG(retriever, grader, policy=primary.policy, config=settings.rag, answerer=answerer,
                          web=web_provider(settings.web, settings.web_url, settings.web_api_key_env), privacy=privacy)

@@ -88,6 +88,11 @@ class MicroBatcher:
                 return
 
     def _score(self, batch: list[_Request], pairs: int) -> None:
+        # a caller that gave up (timeout) cancelled its future; running futures can no longer be cancelled,
+        # so setting their results below is always safe
+        batch = [r for r in batch if r.future.running() or r.future.set_running_or_notify_cancel()]
+        if not batch:
+            return
         t0 = time.perf_counter()
         try:
             results = self.grader.grade_many([(r.query, r.chunks) for r in batch])

@@ -63,14 +63,14 @@ class _State:
         self.primary = BatchedGrader(self.batcher, timeout_s=config.request_timeout_s)
         llm = LLMGrader(config.pipeline.llm) if config.pipeline.llm is not None else None
         self.cascade = CascadeGrader(primary=self.primary, escalate_to=llm, policy=config.grader.policy)
-        self.rag: CorrectiveRAG = build_rag(config.retriever, config.pipeline, primary=self.primary)
+        self.rag: CorrectiveRAG = build_rag(config.retriever, config.pipeline, primary=self.primary, llm_grader=llm)
         self.limiter = RateLimiter(config.limits.rate_per_minute)
         self.ready = True
 
 
 def create_app(config: ServiceConfig) -> Any:
     """The FastAPI application for one worker process."""
-    fastapi = require("fastapi", "serve")
+    require("fastapi", "serve")
     from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.concurrency import run_in_threadpool
     from fastapi.responses import JSONResponse, Response
@@ -103,6 +103,11 @@ def create_app(config: ServiceConfig) -> Any:
             state.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
         return response
 
+    @app.exception_handler(TimeoutError)
+    async def timed_out(request: Request, exc: TimeoutError) -> Any:
+        return JSONResponse({"detail": f"grading took longer than {config.request_timeout_s}s; retry later"},
+                            status_code=503, headers={"Retry-After": "5"})
+
     @app.exception_handler(CragError)
     async def crag_error(request: Request, exc: CragError) -> Any:
         return JSONResponse({"detail": str(exc)}, status_code=400 if isinstance(exc, ConfigError) else 503)
@@ -124,14 +129,16 @@ def create_app(config: ServiceConfig) -> Any:
     errors: dict[int | str, dict[str, Any]] = {400: {"description": "malformed JSON or invalid value"},
                                                401: {"description": "missing or invalid API key"},
                                                413: {"description": "body too large"},
-                                               429: {"description": "rate limit"}}
+                                               429: {"description": "rate limit"},
+                                               503: {"description": "overloaded: retry after the given time"}}
     authenticated = Depends(caller)
 
     @app.post("/v1/grade", response_model=GradeResponse, responses=errors)
     async def grade(payload: GradeRequest, key: ApiKey = authenticated) -> GradeResponse:  # type: ignore[valid-type]
         body: Any = payload  # the class is built per deployment; mypy cannot see its fields
         chunks = [Chunk(text=c.text, chunk_id=c.chunk_id) for c in body.chunks]
-        first = await asyncio.wrap_future(state.batcher.submit(body.query, chunks))
+        first = await asyncio.wait_for(asyncio.wrap_future(state.batcher.submit(body.query, chunks)),
+                                       timeout=config.request_timeout_s)
         grades: list[Grade] = first
         if body.escalate and state.cascade.llm is not None and any(g.uncertain for g in first):
             grades, _ = await run_in_threadpool(state.cascade.grade_within, body.query, chunks, primary_grades=first)
@@ -180,7 +187,6 @@ def create_app(config: ServiceConfig) -> Any:
         return Response(data, media_type=content_type)
 
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
-    del fastapi
     return app
 
 

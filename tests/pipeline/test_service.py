@@ -204,3 +204,12 @@ def test_principal_comes_only_from_the_key(keys):
     store, tokens = keys
     assert store.authenticate(tokens["legal"]).principal == Principal(tenant="a", roles=frozenset({"legal"}))
     assert store.authenticate(None) is None and store.authenticate("Bearer nonsense") is None
+
+
+def test_a_caller_that_times_out_gets_503_and_the_worker_survives(tmp_path, keys, grader):
+    with _client(tmp_path, keys, grader, request_timeout_s=1e-6) as client:
+        slow = client.post("/v1/grade", json=GRADE, headers=_auth(keys[1]["a"]))
+        assert slow.status_code == 503 and slow.headers["retry-after"] == "5"
+        assert client.app.state.crag.batcher.alive
+        client.app.state.crag.config.request_timeout_s = 30.0
+        assert client.post("/v1/grade", json=GRADE, headers=_auth(keys[1]["a"])).status_code == 200
