@@ -56,13 +56,18 @@ class LocalHybridIndex:
         self.chunks: list[StoredChunk] = []
         self.vectors = np.zeros((0, 384), dtype=np.float32)
         self._bm25: Any = None
+        self._built_with: str | None = None
         if (self.root / "chunks.jsonl").is_file():
             self._load()
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = default_embedder()
+            embedder = default_embedder()
+            if self._built_with and self._built_with != embedder.name:
+                raise DataError(f"index {self.root} was built with the embedder {self._built_with!r}; pass it as "
+                                f"embedder= (the default is {embedder.name!r}) or rebuild the index")
+            self._embedder = embedder
         return self._embedder
 
     def _load(self) -> None:
@@ -75,6 +80,12 @@ class LocalHybridIndex:
         if len(self.chunks) != len(self.vectors):
             raise DataError(f"index {self.root} is inconsistent: {len(self.chunks)} chunks, {len(self.vectors)} "
                             "vectors; rebuild it")
+        meta_file = self.root / "index.json"
+        self._built_with = json.loads(meta_file.read_text(encoding="utf-8")).get("embedder") \
+            if meta_file.is_file() else None
+        if self._embedder is not None and self._built_with and self._built_with != self._embedder.name:
+            raise DataError(f"index {self.root} was built with the embedder {self._built_with!r}, not "
+                            f"{self._embedder.name!r}: its vectors are not comparable; rebuild it or use that embedder")
         self._rebuild_bm25()
 
     def _rebuild_bm25(self) -> None:
@@ -105,6 +116,8 @@ class LocalHybridIndex:
         tmp.write_text("".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in self.chunks),
                        encoding="utf-8")
         np.save(self.root / "vectors.tmp.npy", self.vectors)
+        (self.root / "index.json").write_text(json.dumps({"embedder": self.embedder.name, "format": 1}) + "\n",
+                                              encoding="utf-8")
         (self.root / "vectors.tmp.npy").replace(self.root / "vectors.npy")
         tmp.replace(self.root / "chunks.jsonl")
 

@@ -43,6 +43,11 @@ def test_index_persists_and_reloads(index, tmp_path):
     again = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
     assert len(again.chunks) == len(CORPUS)
     assert again.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
+    class OtherEmbedder(HashEmbedder):
+        name = "another-model"
+
+    with pytest.raises(DataError, match="built with the embedder 'hash'"):
+        LocalHybridIndex(tmp_path / "idx", embedder=OtherEmbedder())
     (tmp_path / "idx" / "vectors.npy").write_bytes(b"junk")
     with pytest.raises(DataError, match="unreadable"):
         LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
