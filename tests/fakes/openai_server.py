@@ -13,8 +13,10 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer
 
 STOP = {"what", "when", "where", "which", "who", "whom", "whose", "does", "the", "and", "from", "with", "that",
         "this", "were", "was", "how"}
@@ -24,7 +26,7 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in STOP}
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     def __init__(self, default: str = "ok", sleep_s: float = 2.0) -> None:
         self.script: list[str] = []
         self.default = default
@@ -45,20 +47,11 @@ class FakeOpenAI:
                     behaviour = fake.script.pop(0) if fake.script else fake.default
                 fake._respond(self, behaviour, body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def start(self) -> FakeOpenAI:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return f"{self.url}/v1"
 
     # ----- behaviours -----
     def _respond(self, handler: BaseHTTPRequestHandler, behaviour: str, body: dict[str, Any]) -> None:
@@ -117,17 +110,9 @@ class FakeOpenAI:
             return '{"judgements": [', "length", {}
         return json.dumps({"judgements": judgements}), "stop", {}
 
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any],
+    def _send(self, handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any],
               headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("content-type", "application/json")
-        handler.send_header("content-length", str(len(data)))
-        for k, v in (headers or {}).items():
-            handler.send_header(k, v)
-        handler.end_headers()
-        handler.wfile.write(data)
+        self.send(handler, status, json.dumps(payload).encode(), headers)
 
 
 def _generate(user: dict[str, Any], behaviour: str) -> dict[str, Any]:

@@ -7,14 +7,15 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.fakes.loopback import LoopbackServer
 
-class FakeWebSearch:
+
+class FakeWebSearch(LoopbackServer):
     def __init__(self, results: list[dict[str, Any]] | None = None, sleep_s: float = 2.0) -> None:
         self.results = results or []
         self.script: list[str] = []
@@ -32,10 +33,10 @@ class FakeWebSearch:
                 if behaviour == "sleep":
                     time.sleep(fake.sleep_s)
                 if behaviour in ("500", "401"):
-                    return fake._send(self, int(behaviour), b'{"error": "fault"}')
+                    return fake.send(self, int(behaviour), b'{"error": "fault"}')
                 if behaviour == "not_json":
-                    return fake._send(self, 200, b"<html>oops</html>")
-                return fake._send(self, 200, json.dumps({"query": payload.get("query"),
+                    return fake.send(self, 200, b"<html>oops</html>")
+                return fake.send(self, 200, json.dumps({"query": payload.get("query"),
                                                          "results": fake.results}).encode())
 
             def do_POST(self) -> None:
@@ -46,28 +47,4 @@ class FakeWebSearch:
                 query = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
                 self._handle({"query": query.get("q"), "params": query})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def start(self) -> FakeWebSearch:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
-        try:
-            handler.send_response(status)
-            handler.send_header("content-type", "application/json")
-            handler.send_header("content-length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-            return
+        super().__init__(Handler)
