@@ -25,6 +25,8 @@ class Limits(BaseModel):
 def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
     """(GradeRequest, QueryRequest) whose constraints are this deployment's limits, so the OpenAPI
     spec documents exactly what the server accepts."""
+    query_field: Any = Field(..., min_length=1, max_length=limits.max_query_chars, pattern=NON_BLANK,
+                             description="the question; not blank")
 
     class ChunkIn(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
@@ -33,15 +35,13 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
 
     class GradeRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
-        query: str = Field(..., min_length=1, max_length=limits.max_query_chars, pattern=NON_BLANK,
-                           description="the question; not blank")
+        query: str = query_field
         chunks: list[ChunkIn] = Field(..., min_length=1, max_length=limits.max_chunks)
         escalate: bool = Field(True, description="send uncertain chunks to the LLM grader when one is configured")
 
     class QueryRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
-        query: str = Field(..., min_length=1, max_length=limits.max_query_chars, pattern=NON_BLANK,
-                           description="the question; not blank")
+        query: str = query_field
         confidential: bool = Field(False, description="never send this question to web search")
         filters: dict[str, str | int | bool] | None = Field(
             None, max_length=8, description="exact-match metadata filters, e.g. {\"status\": \"active\"}")
