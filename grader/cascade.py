@@ -27,9 +27,17 @@ from grader.thresholds import ThresholdChoice, choose_thresholds
 from models.errors import ConfigError
 from models.types import Chunk, Grade, as_chunk
 
-__all__ = ["Budget", "CascadeGrader", "policy_for_target"]
+__all__ = ["NO_LLM", "Budget", "CascadeGrader", "llm_outage", "policy_for_target"]
 
 logger = logging.getLogger(__name__)
+NO_LLM = "no LLM configured"
+
+
+def llm_outage(grade: Grade) -> bool:
+    """True when the LLM was asked for this chunk and failed, i.e. the grade is degraded; a spent budget or a
+    cascade without an LLM is a deliberate limit, not an outage."""
+    reason = grade.reason or ""
+    return grade.escalation_failed and "budget" not in reason and NO_LLM not in reason
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +111,7 @@ class CascadeGrader:
         if not band:
             return grades, 0
         if self.llm is None:
-            return [self._flag(g, "no LLM configured") if i in band else g for i, g in enumerate(grades)], 0
+            return [self._flag(g, NO_LLM) if i in band else g for i, g in enumerate(grades)], 0
         band.sort(key=lambda i: abs(grades[i].probability - self.policy.decision))
         own_deadline = start + self.budget.deadline_s if self.budget.deadline_s is not None else None
         deadlines = [d for d in (own_deadline, deadline) if d is not None]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grader.cascade import llm_outage
 from grader.policy import ThresholdPolicy, decide
 from grader.protocol import Grader
 from models.errors import ConfigError, LLMError
@@ -194,9 +195,8 @@ class CorrectiveRAG:
         grades, calls = within(query, chunks, max_llm_calls=state.llm_left(), deadline=state.deadline)
         state.llm_calls += calls
         for grade in grades:
-            reason = grade.reason or ""
-            if grade.escalation_failed and "budget" not in reason and "no LLM configured" not in reason:
-                state.degrade(f"LLM grader unavailable, the small model's grade was kept ({reason})")
+            if llm_outage(grade):
+                state.degrade(f"LLM grader unavailable, the small model's grade was kept ({grade.reason})")
         return grades
 
     def _grade_into(self, query: str, hits: list[StoredChunk], pool: dict[str, tuple[StoredChunk, Grade]],

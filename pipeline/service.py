@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.cascade import CascadeGrader
+from grader.cascade import CascadeGrader, llm_outage
 from grader.cross_encoder import CrossEncoderGrader
 from grader.llm import LLMGrader
 from grader.policy import decide
@@ -143,8 +143,7 @@ def create_app(config: ServiceConfig) -> Any:
         if body.escalate and state.cascade.llm is not None and any(g.uncertain for g in first):
             grades, _ = await run_in_threadpool(state.cascade.grade_within, body.query, chunks, primary_grades=first)
         state.metrics.graded(grades)
-        degraded = any(g.escalation_failed and "budget" not in (g.reason or "") for g in grades) \
-            and state.cascade.llm is not None
+        degraded = any(llm_outage(g) for g in grades)
         if degraded:
             state.metrics.degraded.labels("/v1/grade").inc()
         return GradeResponse(

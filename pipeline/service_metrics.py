@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grader.cascade import llm_outage
 from models.deps import require
 
 __all__ = ["ServiceMetrics"]
@@ -51,8 +52,7 @@ class ServiceMetrics:
 
     def graded(self, grades: list[Any]) -> None:
         escalated = sum(1 for g in grades if g.decided_by == "llm" or g.escalation_failed)
-        failed = sum(1 for g in grades if g.escalation_failed and "budget" not in (g.reason or "")
-                     and "no LLM configured" not in (g.reason or ""))
+        failed = sum(map(llm_outage, grades))
         self.chunks.inc(len(grades))
         self.escalations.inc(escalated)
         if failed:
