@@ -32,14 +32,19 @@ def validate_query(query: object) -> str:
     return query
 
 
-class ScoredPairs:
-    """Raw logits and truncation flags for a list of pairs, in input order."""
+DEFAULT_MAX_WINDOWS = 4
 
-    def __init__(self, logits: np.ndarray, truncated: np.ndarray, seconds: float, batch_seconds: list[float]):
+
+class ScoredPairs:
+    """Raw logits, truncation flags and windows read for a list of pairs, in input order."""
+
+    def __init__(self, logits: np.ndarray, truncated: np.ndarray, seconds: float, batch_seconds: list[float],
+                 windows: np.ndarray | None = None):
         self.logits = logits
         self.truncated = truncated
         self.seconds = seconds
         self.batch_seconds = batch_seconds
+        self.windows = windows if windows is not None else np.ones(len(logits), dtype=np.int64)
 
 
 class CrossEncoderGrader:
@@ -54,11 +59,15 @@ class CrossEncoderGrader:
         batch_size: int = 32,
         policy: ThresholdPolicy | None = None,
         calibrator: Calibrator | None = None,
+        max_windows: int = DEFAULT_MAX_WINDOWS,
     ) -> None:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if not isinstance(max_windows, int) or max_windows < 1:
+            raise ConfigError(f"max_windows must be a positive int (1 = read only the first window), got {max_windows!r}")
         self.bundle = bundle
         self.batch_size = batch_size
+        self.max_windows = max_windows
         manifest = bundle.manifest
         self.encoder = PairEncoder(bundle.file("tokenizer.json"), manifest.max_length)
         self.calibrator = calibrator or calibrator_from_dict(manifest.calibration)
@@ -72,18 +81,23 @@ class CrossEncoderGrader:
         raise NotImplementedError
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]], *, batch_size: int | None = None) -> ScoredPairs:
-        """Raw logits for many (query, text) pairs, in input order, with per-batch timings."""
+        """Raw logits for many (query, text) pairs, in input order, with per-batch timings.
+
+        A text longer than the model's window is read in up to ``max_windows`` overlapping windows and
+        its logit is the best window's (the answer may sit anywhere in a long page)."""
         n = len(pairs)
-        logits = np.zeros(n, dtype=np.float64)
-        truncated = np.zeros(n, dtype=bool)
         batch_seconds: list[float] = []
         start = time.perf_counter()
-        for batch in self.encoder.encode(pairs, batch_size=batch_size or self.batch_size):
+        windows, batches = self.encoder.encode_windows(pairs, max_windows=self.max_windows,
+                                                       batch_size=batch_size or self.batch_size)
+        window_logits = np.zeros(len(windows.owner), dtype=np.float64)
+        for batch in batches:
             t0 = time.perf_counter()
-            logits[batch.index] = self._logits(batch)
+            window_logits[batch.index] = self._logits(batch)
             batch_seconds.append(time.perf_counter() - t0)
-            truncated[batch.index] = batch.truncated
-        return ScoredPairs(logits, truncated, time.perf_counter() - start, batch_seconds)
+        logits = np.full(n, -np.inf)
+        np.maximum.at(logits, windows.owner, window_logits)
+        return ScoredPairs(logits, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
@@ -127,8 +141,10 @@ class CrossEncoderGrader:
                     uncertain=uncertain,
                     logit=float(scored.logits[j]),
                     truncated=bool(scored.truncated[j]),
+                    windows=int(scored.windows[j]),
                     chunk_id=prepared[r][1][i].chunk_id,
-                    reason=f"truncated to {self.encoder.max_length} tokens" if scored.truncated[j] else None,
+                    reason=(f"truncated: read {int(scored.windows[j])} windows of {self.encoder.max_length} tokens; the rest "
+                            "was not read" if scored.truncated[j] else None),
                     latency_ms=per_chunk_ms,
                 )
         return [[g for g in grades if g is not None] for grades in out]
@@ -139,6 +155,7 @@ class CrossEncoderGrader:
             "name": self.name,
             "backend": self.backend,
             "max_length": self.encoder.max_length,
+            "max_windows": self.max_windows,
             "calibration": self.calibrator.method,
             "policy": self.policy.to_dict(),
         }

@@ -10,13 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
-__all__ = ["EncodedBatch", "PairEncoder"]
+__all__ = ["CHARS_PER_TOKEN_CAP", "EncodedBatch", "PairEncoder", "Windows"]
+
+# Text beyond this many characters per token of the window budget is never tokenised (bounds memory on
+# pathological inputs such as a 50 MB line); no real tokeniser emits fewer than one token per 12 characters.
+CHARS_PER_TOKEN_CAP = 12
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,16 @@ class EncodedBatch:
         return int(self.attention_mask.sum())
 
 
+@dataclass(frozen=True)
+class Windows:
+    """Overlapping windows of long pairs: ``owner[k]`` is the pair of window ``k``; per pair, how many
+    windows were read and whether text was still left unread after the last one."""
+
+    owner: np.ndarray
+    read: np.ndarray
+    unread: np.ndarray
+
+
 class PairEncoder:
     """Tokenise (query, text) pairs from a ``tokenizer.json``."""
 
@@ -50,6 +65,42 @@ class PairEncoder:
         self._tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
         self.max_length = max_length
         self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        self._windowed = tokenizers.Tokenizer.from_file(str(tokenizer_path))
+        self._windowed.no_padding()
+        self.stride = max(0, max_length // 4)
+        self._windowed.enable_truncation(max_length=max_length, strategy="only_second", stride=self.stride)
+
+    def _windows_of(self, query: str, text: str, max_windows: int) -> tuple[list[object], bool]:
+        """Up to ``max_windows`` overlapping encodings of one pair, and whether text was left unread."""
+        cap = max_windows * self.max_length * CHARS_PER_TOKEN_CAP
+        clipped = len(text) > cap
+        text = text[:cap]
+        try:
+            enc = self._windowed.encode(query, text)
+        except Exception:  # the query alone fills the window ("only_second" cannot truncate): plain truncation
+            enc = self._tokenizer.encode(query, text)
+            return [enc], clipped or bool(enc.overflowing)
+        windows = [enc, *enc.overflowing]
+        return windows[:max_windows], clipped or len(windows) > max_windows
+
+    def encode_windows(
+        self, pairs: Sequence[tuple[str, str]], *, max_windows: int, batch_size: int = 32, bucket: bool = True
+    ) -> tuple[Windows, list[EncodedBatch]]:
+        """Batches of windows: a text longer than the window is read in overlapping windows (stride
+        ``max_length // 4``), at most ``max_windows`` per pair; the caller pools the window scores."""
+        if max_windows < 1:
+            raise ConfigError(f"max_windows must be >= 1, got {max_windows}")
+        owner: list[int] = []
+        encodings: list[object] = []
+        read = np.zeros(len(pairs), dtype=np.int64)
+        unread = np.zeros(len(pairs), dtype=bool)
+        for i, (query, text) in enumerate(pairs):
+            windows, left = self._windows_of(query, text, max_windows)
+            encodings += windows
+            owner += [i] * len(windows)
+            read[i], unread[i] = len(windows), left
+        batches = list(self._batches(encodings, batch_size, bucket))
+        return Windows(np.asarray(owner, dtype=np.int64), read, unread), batches
 
     def encode(
         self, pairs: Sequence[tuple[str, str]], batch_size: int = 32, bucket: bool = True
@@ -59,8 +110,14 @@ class PairEncoder:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if not pairs:
             return
-        encodings = self._tokenizer.encode_batch(list(pairs))
-        lengths = np.array([len(e.ids) for e in encodings])
+        yield from self._batches(self._tokenizer.encode_batch(list(pairs)), batch_size, bucket)
+
+    def _batches(self, encodings: Sequence[object], batch_size: int, bucket: bool) -> Iterator[EncodedBatch]:
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if not encodings:
+            return
+        lengths = np.array([len(e.ids) for e in encodings])  # type: ignore[attr-defined]
         order = np.argsort(-lengths, kind="stable") if bucket else np.arange(len(encodings))
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
@@ -70,7 +127,7 @@ class PairEncoder:
             types = np.zeros((len(rows), width), dtype=np.int64)
             truncated = np.zeros(len(rows), dtype=bool)
             for r, i in enumerate(rows):
-                enc = encodings[i]
+                enc: Any = encodings[i]
                 n = len(enc.ids)
                 ids[r, :n] = enc.ids
                 mask[r, :n] = 1

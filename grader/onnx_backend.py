@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.cross_encoder import CrossEncoderGrader
+from grader.cross_encoder import DEFAULT_MAX_WINDOWS, CrossEncoderGrader
 from grader.encoding import EncodedBatch
 from grader.policy import ThresholdPolicy
 from models.bundle import Bundle
@@ -51,6 +51,7 @@ class OnnxGrader(CrossEncoderGrader):
         threads: int | None = None,
         batch_size: int | None = None,
         policy: ThresholdPolicy | None = None,
+        max_windows: int = DEFAULT_MAX_WINDOWS,
     ) -> None:
         if bundle.manifest.backend != "onnx":
             raise BundleError(
@@ -62,7 +63,7 @@ class OnnxGrader(CrossEncoderGrader):
         chosen_variant, model_path = bundle.model_file(variant)
         if batch_size is None:
             batch_size = INT8_BATCH_SIZE if chosen_variant == "int8" else FP32_BATCH_SIZE
-        super().__init__(bundle, batch_size=batch_size, policy=policy)
+        super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows)
         ort = require("onnxruntime", "onnx")
         self.variant = chosen_variant
         options = ort.SessionOptions()

@@ -24,7 +24,7 @@ from grader.policy import ThresholdPolicy
 from models.deps import require
 from models.errors import ConfigError
 
-__all__ = ["ThresholdChoice", "choose_thresholds", "clopper_pearson_upper", "tradeoff_curve"]
+__all__ = ["ThresholdChoice", "choose_thresholds", "clopper_pearson_upper", "per_group_figures", "tradeoff_curve"]
 
 GRID = 201
 
@@ -40,6 +40,7 @@ class ThresholdChoice:
     escalation_rate: float
     auto_error_rate: float
     auto_error_upper_bound: float | None
+    per_group: dict[str, dict[str, float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -66,9 +67,9 @@ def _grid(probs: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate([[0.0], mids, [1.0]]))
 
 
-def _table(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+def _table(probs: np.ndarray, labels: np.ndarray, grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Counts for every (lower, upper) grid pair: auto-decided pairs and their errors."""
-    grid = _grid(probs)
+    grid = _grid(probs) if grid is None else grid
     pos = labels == 1
     le = (probs[None, :] <= grid[:, None])
     ge = (probs[None, :] >= grid[:, None])
@@ -99,8 +100,13 @@ def choose_thresholds(
     max_error: float | None = None,
     max_escalation: float | None = None,
     delta: float | None = None,
+    groups: Any = None,
 ) -> ThresholdChoice:
-    """Pick (lower, upper) for one target; see the module docstring."""
+    """Pick (lower, upper) for one target; see the module docstring.
+
+    ``groups`` (one name per pair: a domain or source) makes a ``max_error`` target hold in every group,
+    not only on the pooled data: the worst domain decides, and the choice reports each group's figures.
+    """
     if (max_error is None) == (max_escalation is None):
         raise ConfigError("set exactly one target: max_error (auto-decided error) or max_escalation (band share)")
     for name, value in (("max_error", max_error), ("max_escalation", max_escalation), ("delta", delta)):
@@ -110,13 +116,21 @@ def choose_thresholds(
         raise ConfigError("delta (a confidence level) only applies to a max_error target")
     p, y = _check(probs, labels)
     if delta is not None and max_error is not None:
-        return _learn_then_test(p, y, max_error, delta)
+        return _learn_then_test(p, y, max_error, delta, groups=_group_names(groups, p.size))
     n = p.size
     t = _table(p, y)
     auto, errors, valid = t["auto"], t["errors"], t["valid"]
     escalation = 1.0 - auto / n
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(auto > 0, errors / np.maximum(auto, 1), 0.0)
+    g = _group_names(groups, n)
+    if g is not None and max_error is not None:
+        grid = t["lower"][:, 0]
+        for name in np.unique(g):
+            sub = _table(p[g == name], y[g == name], grid)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                sub_rate = np.where(sub["auto"] > 0, sub["errors"] / np.maximum(sub["auto"], 1), 0.0)
+            rate = np.maximum(rate, sub_rate)  # the worst group's error must meet the target
     if max_escalation is not None:
         ok = valid & (escalation <= max_escalation + 1e-12)
         key = np.where(ok, rate + 1e-9 * escalation, np.inf)
@@ -133,13 +147,47 @@ def choose_thresholds(
         lower, upper, esc, err = 0.0, 1.0, 1.0, 0.0
     policy = ThresholdPolicy(lower=lower, upper=upper)
     target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta}
+    if g is not None:
+        err = _auto_error(p, y, policy)[0]
     return ThresholdChoice(
         policy=policy, target=target, feasible=feasible, n=n,
         escalation_rate=esc, auto_error_rate=err, auto_error_upper_bound=None,
+        per_group=None if g is None else per_group_figures(p, y, g, policy),
     )
 
 
-def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, seed: int = 0) -> ThresholdChoice:
+def _group_names(groups: Any, n: int) -> np.ndarray | None:
+    if groups is None:
+        return None
+    g = np.asarray([str(x) for x in groups])
+    if g.shape != (n,):
+        raise ConfigError(f"need one group name per probability, got {g.size} names for {n} probabilities")
+    return g
+
+
+def _auto_error(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[float, float, int]:
+    """(auto-decided error, escalation rate, auto-decided count) of a band on labelled data."""
+    accept, reject = p >= policy.upper, p <= policy.lower
+    auto = int((accept | reject).sum())
+    errors = int(((accept & (y == 0)) | (reject & (y == 1))).sum())
+    return (errors / auto if auto else 0.0), 1.0 - auto / max(p.size, 1), auto
+
+
+def per_group_figures(probs: Any, labels: Any, groups: Any, policy: ThresholdPolicy) -> dict[str, dict[str, float]]:
+    """Auto-decided error, escalation and size of each group under ``policy``."""
+    p, y = _check(probs, labels)
+    g = _group_names(groups, p.size)
+    out: dict[str, dict[str, float]] = {}
+    for name in np.unique(g) if g is not None else []:
+        err, esc, auto = _auto_error(p[g == name], y[g == name], policy)
+        out[str(name)] = {"n": int((g == name).sum()), "auto_error_rate": err, "escalation_rate": esc,
+                          "auto_decided": auto}
+    return out
+
+
+def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, seed: int = 0,
+                     groups: np.ndarray | None = None) -> ThresholdChoice:
+    """With ``groups``, every group's test half must reject "risk > alpha" (Bonferroni: delta / groups)."""
     stats = require("scipy.stats", "train")
     rng = np.random.default_rng(seed)
     order = rng.permutation(p.size)
@@ -148,6 +196,9 @@ def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, s
     chosen: ThresholdChoice | None = None
     if fit_idx.size >= 2 and test_idx.size >= 1 and len(set(y[fit_idx].tolist())) == 2:
         pt, yt = p[test_idx], y[test_idx]
+        gt = groups[test_idx] if groups is not None else np.zeros(test_idx.size, dtype=str)
+        names = np.unique(gt)
+        level_delta = delta / len(names)
         for level in np.linspace(1.0, 0.0, 101):
             band = choose_thresholds(p[fit_idx], y[fit_idx], max_escalation=float(level)).policy
             accept, reject = pt >= band.upper, pt <= band.lower
@@ -155,13 +206,21 @@ def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, s
             errors = int(((accept & (yt == 0)) | (reject & (yt == 1))).sum())
             if auto == 0:
                 continue
-            if float(stats.binom.cdf(errors, auto, alpha)) > delta:
+            rejected = True
+            for name in names:
+                m = gt == name
+                g_auto = int((accept | reject)[m].sum())
+                g_err = int(((accept & (yt == 0)) | (reject & (yt == 1)))[m].sum())
+                if g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > level_delta:
+                    rejected = False
+            if not rejected:
                 break  # cannot reject "risk > alpha" here: stop the fixed sequence
             chosen = ThresholdChoice(
                 policy=band, target=target, feasible=True, n=int(p.size),
                 escalation_rate=float(1.0 - ((p >= band.upper) | (p <= band.lower)).mean()),
                 auto_error_rate=errors / auto,
                 auto_error_upper_bound=float(clopper_pearson_upper(np.array([errors]), np.array([auto]), delta)[0]),
+                per_group=None if groups is None else per_group_figures(p, y, groups, band),
             )
     if chosen is None:
         return ThresholdChoice(policy=ThresholdPolicy(lower=0.0, upper=1.0), target=target, feasible=False,

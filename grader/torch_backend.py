@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.cross_encoder import CrossEncoderGrader
+from grader.cross_encoder import DEFAULT_MAX_WINDOWS, CrossEncoderGrader
 from grader.encoding import EncodedBatch
 from grader.policy import ThresholdPolicy
 from models.bundle import Bundle
@@ -29,13 +29,14 @@ class TorchGrader(CrossEncoderGrader):
         threads: int | None = None,
         batch_size: int = 32,
         policy: ThresholdPolicy | None = None,
+        max_windows: int = DEFAULT_MAX_WINDOWS,
     ) -> None:
         if bundle.manifest.backend != "torch":
             raise BundleError(
                 f"bundle {bundle.path} holds an {bundle.manifest.backend} model; the torch backend needs a "
                 "trained checkpoint directory written by `crag train`"
             )
-        super().__init__(bundle, batch_size=batch_size, policy=policy)
+        super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows)
         torch = require("torch", "train")
         from grader.torch_model import load_cross_encoder
 

@@ -83,6 +83,7 @@ class Grade:
     uncertain: bool = False
     logit: float | None = None
     truncated: bool = False
+    windows: int = 1
     chunk_id: str | None = None
     llm_verdict: Verdict | None = None
     llm_probability: float | None = None

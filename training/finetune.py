@@ -38,6 +38,12 @@ __all__ = ["TrainConfig", "TrainResult", "train_grader"]
 logger = logging.getLogger(__name__)
 PROBE_FILE = "probe.jsonl"
 PROBE_SIZE = 256
+SELECTION = ("pooled", "domain_mean")
+
+
+def domain_of(pair: LabelledPair) -> str:
+    """The domain a pair belongs to (``metadata["domain"]``, else its source, else "all")."""
+    return str(pair.metadata.get("domain") or pair.source or "all")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +55,7 @@ class TrainConfig:
     epochs: float = 1.0
     batch_size: int = 16
     learning_rate: float = 4e-5
+    layer_decay: float = 1.0
     head_learning_rate: float = 1e-3
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -57,9 +64,12 @@ class TrainConfig:
     eval_every: int = 0
     patience: int = 2
     max_steps: int = 0
+    max_minutes: float = 0.0
     threads: int = 0
     device: str = "cpu"
     calibration: str = "auto"
+    select_by: str = "pooled"
+    threshold_groups: str | None = None
     target_error: float | None = 0.05
     target_escalation: float | None = None
     delta: float | None = None
@@ -75,6 +85,9 @@ class TrainConfig:
             (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),
             (0 < self.head_learning_rate < 1, "head_learning_rate must be in (0, 1)"),
             (0 <= self.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
+            (0 < self.layer_decay <= 1, "layer_decay must be in (0, 1]"),
+            (self.select_by in SELECTION, f"select_by must be one of {list(SELECTION)}"),
+            (self.threshold_groups in (None, "domain"), "threshold_groups must be None or 'domain'"),
             (0 <= self.partial_target <= 1, "partial_target must be in [0, 1]"),
             (self.patience >= 1, "patience must be >= 1"),
             (self.calibration in CALIBRATION_METHODS, f"calibration must be one of {list(CALIBRATION_METHODS)}"),
@@ -144,6 +157,41 @@ def _auroc(logits: np.ndarray, pairs: list[LabelledPair]) -> float:
     return float(metrics.roc_auc_score(y, logits))
 
 
+def _selection_score(logits: np.ndarray, pairs: list[LabelledPair], select_by: str) -> tuple[float, dict[str, float]]:
+    """Pooled AUROC, or the mean of per-domain AUROCs (each domain counts once, whatever its size)."""
+    per_domain: dict[str, float] = {}
+    if select_by == "domain_mean":
+        names = np.array([domain_of(p) for p in pairs])
+        for name in sorted(set(names.tolist())):
+            idx = np.flatnonzero(names == name)
+            value = _auroc(logits[idx], [pairs[i] for i in idx])
+            if not math.isnan(value):
+                per_domain[name] = value
+        return float(np.mean(list(per_domain.values()))), per_domain
+    return _auroc(logits, pairs), per_domain
+
+
+def _layer_groups(model: Any, config: TrainConfig) -> list[dict[str, Any]]:
+    """AdamW groups: layer-wise learning-rate decay (top layer full rate, each lower one ``layer_decay`` times
+    less, embeddings least) so fine-tuning moves the pretrained lower layers little; no decay on biases/norms."""
+    no_decay = ("bias", "LayerNorm.weight")
+    layers = model.encoder.config.num_hidden_layers
+    groups: dict[tuple[float, bool], list[Any]] = {}
+    for name, param in model.encoder.named_parameters():
+        if ".layer." in name:
+            depth = int(name.split(".layer.")[1].split(".")[0]) + 1
+        elif "embeddings" in name:
+            depth = 0
+        else:
+            depth = layers
+        lr = config.learning_rate * config.layer_decay ** (layers - depth)
+        groups.setdefault((lr, any(k in name for k in no_decay)), []).append(param)
+    out = [{"params": params, "lr": lr, "weight_decay": 0.0 if nd else config.weight_decay}
+           for (lr, nd), params in groups.items()]
+    out.append({"params": model.head_parameters(), "weight_decay": 0.0, "lr": config.head_learning_rate})
+    return out
+
+
 def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainConfig) -> TrainResult:
     """Fine-tune, calibrate, choose thresholds, and write a torch bundle to ``out``."""
     torch = require("torch", "train")
@@ -173,15 +221,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
     total_steps = config.max_steps or max(1, round(steps_per_epoch * config.epochs))
     eval_every = config.eval_every or min(steps_per_epoch, total_steps)
-    no_decay = ("bias", "LayerNorm.weight")
-    encoder_params = list(model.encoder.named_parameters())
-    groups = [
-        {"params": [p for n, p in encoder_params if not any(k in n for k in no_decay)],
-         "weight_decay": config.weight_decay},
-        {"params": [p for n, p in encoder_params if any(k in n for k in no_decay)], "weight_decay": 0.0},
-        {"params": model.head_parameters(), "weight_decay": 0.0, "lr": config.head_learning_rate},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
+    optimizer = torch.optim.AdamW(_layer_groups(model, config), lr=config.learning_rate)
     scheduler = transformers.get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps
     )
@@ -206,12 +246,18 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
             scheduler.step()
             optimizer.zero_grad()
             step += 1
+            out_of_time = bool(config.max_minutes) and time.perf_counter() - start > 60 * config.max_minutes
+            if out_of_time:
+                logger.info("time budget of %.0f minutes reached at step %d", config.max_minutes, step)
+                total_steps = step
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}", best_auroc=f"{best:.4f}")
+            bar.set_postfix(loss=f"{loss.item():.3f}", best_auroc="n/a" if best < 0 else f"{best:.4f}")
             if step % eval_every == 0 or step == total_steps:
-                auroc = _auroc(_val_logits(model, encoder, val.pairs, config.device), val.pairs)
-                history.append({"step": step, "val_auroc": auroc, "seconds": time.perf_counter() - start})
-                logger.info("step %d: validation AUROC %.4f", step, auroc)
+                auroc, per_domain = _selection_score(_val_logits(model, encoder, val.pairs, config.device),
+                                                     val.pairs, config.select_by)
+                history.append({"step": step, "val_auroc": auroc, "val_auroc_by_domain": per_domain,
+                                "seconds": time.perf_counter() - start})
+                logger.info("step %d: validation AUROC %.4f %s", step, auroc, per_domain)
                 if auroc > best:
                     best, best_step, bad_evals = auroc, step, 0
                     save_cross_encoder(model, checkpoint)
@@ -239,8 +285,10 @@ def _finish(
     y = binary_labels(val.pairs)
     calibrator = fit_calibrator(config.calibration, logits, y)
     probs = calibrator.predict(logits)
+    groups = [domain_of(p) for p in val.pairs] if config.threshold_groups == "domain" else None
     choice = choose_thresholds(
-        probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta
+        probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta,
+        groups=groups,
     )
     metrics = compute_metrics(val.pairs, probs, choice.policy)
     from grader.torch_model import save_cross_encoder

@@ -26,7 +26,8 @@ def _bm25_scores(queries: list[str], corpus: list[str]) -> np.ndarray:
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
     tokenized = bm25s.tokenize(queries, stopwords="en", show_progress=False, return_ids=False)
-    return np.vstack([retriever.get_scores(tokens) for tokens in tokenized])
+    # a query of stop words only has no tokens: it matches nothing (bm25s would fail on it)
+    return np.vstack([retriever.get_scores(tokens) if tokens else np.zeros(len(corpus)) for tokens in tokenized])
 
 
 def _biencoder_scores(queries: list[str], corpus: list[str], model_dir: str) -> np.ndarray:

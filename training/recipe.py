@@ -1,17 +1,18 @@
 """The reproducible recipe of the shipped default grader: ``crag recipe --data ../shared/data``.
 
 Stages (each skipped when its output already exists, so a stopped run resumes):
-1. prepare: SQuAD 2.0 split by article (train / validation / held-out test) and WikiQA (train, dev as
-   validation, test held out). SQuAD gives answerable (relevant), adversarial unanswerable on the
-   same paragraph (hard negative) and BM25-mined paragraphs (hard negatives, margin-protected). In the
-   training split only, the unanswerable pairs are trained towards ``partial_target`` (an on-topic
-   paragraph that does not answer is graded "related", not unrelated); validation and test keep them
-   irrelevant.
-2. train: fine-tune all-MiniLM-L6-v2 as a binary cross-encoder, calibrate and choose thresholds on
-   the validation split (target: auto-decided error <= 5%).
-3. export: ONNX + dynamic int8 with the parity gate measured on the whole validation split; the int8
-   file alone is shipped.
-4. evaluate: held-out SQuAD articles and WikiQA test; metrics go into the manifest and model card.
+1. prepare: a multi-domain mix (:mod:`training.data_mix`). Training domains: Wikipedia paragraphs (SQuAD 1.1),
+   adversarial Wikipedia (SQuAD 2.0 dev, unanswerables on the same paragraph as answer-level negatives),
+   Wikipedia sentences (WikiQA), web passages (TREC DL 2020, NIST grades), tech-support FAQ (StackFAQ, split
+   by thread), biomedical abstracts (PubMedQA, split by question), plus degenerate negatives. Negatives of
+   every kind: random, topical, lexical (BM25 / TF-IDF), answer-level, degenerate.
+   Validation for model selection: consumer-health FAQ (COVID-QA) and NovelEval, two domains that are never
+   trained on, plus held-out queries of the training domains (other TREC year, other StackFAQ threads).
+2. train: fine-tune all-MiniLM-L6-v2 with layer-wise learning-rate decay (keeps what the base model knows);
+   the checkpoint is chosen by the mean per-domain validation AUROC, with early stopping. Calibration and
+   thresholds are fitted on the validation split, thresholds so that the target holds on every domain.
+3. export: ONNX + dynamic int8 with the parity gate; the int8 file alone is shipped.
+4. evaluate: held-out test sets of every domain, each beside the untrained bi-encoder's AUROC.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,16 @@ from models.errors import DataError
 from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
 from training.data import LabelledPair, PairSet, group_by_query, load_pairs, write_pairs
-from training.negatives import mine_hard_negatives
+from training.data_mix import (
+    degenerate_negatives,
+    graded_pairs,
+    mix_summary,
+    negatives_per_query,
+    squad_v1_pairs,
+    squad_v2_pairs,
+    tag,
+    wikiqa_sampled,
+)
 
 __all__ = ["RecipeConfig", "prepare_default_data", "run_default_recipe"]
 
@@ -35,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 SQUAD_VAL_ARTICLES = 2
 SQUAD_TEST_ARTICLES = 4
+TREC_GRADES = {3: Verdict.RELEVANT, 2: Verdict.PARTIAL, 1: Verdict.IRRELEVANT, 0: Verdict.IRRELEVANT}
+NOVEL_GRADES = {2: Verdict.RELEVANT, 1: Verdict.PARTIAL, 0: Verdict.IRRELEVANT}
+SPLITS = ("train", "val", "test")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,74 +55,134 @@ class RecipeConfig:
     """Knobs of the default recipe (the defaults are what the shipped bundle used)."""
 
     seed: int = 13
-    squad_question_share: float = 0.5
+    squad1_questions: int = 7000
+    squad2_questions: int = 2500
     wikiqa_negatives_per_question: int = 3
+    degenerate_share: float = 0.03
+    val_pairs_per_domain: int = 320
     max_length: int = 256
-    epochs: float = 1.25
-    eval_every: int = 250
+    epochs: float = 1.0
+    max_steps: int = 2400
+    max_minutes: float = 70.0
+    eval_every: int = 300
+    patience: int = 3
     batch_size: int = 16
-    learning_rate: float = 4e-5
+    learning_rate: float = 3e-5
+    layer_decay: float = 0.8
+    partial_target: float = 0.75
     target_error: float = 0.05
-    unanswerable_as_partial: bool = True
-    partial_target: float = 0.4
+    device: str = "cpu"
 
 
-def _squad_splits(path: Path, config: RecipeConfig) -> dict[str, list[LabelledPair]]:
-    own = [p for p in squad_pairs(path, same_article_negatives=0, other_article_negatives=0, seed=config.seed)]
-    articles = sorted({p.source for p in own if p.source})
-    rng = random.Random(config.seed)
-    rng.shuffle(articles)
-    test = set(articles[:SQUAD_TEST_ARTICLES])
-    val = set(articles[SQUAD_TEST_ARTICLES : SQUAD_TEST_ARTICLES + SQUAD_VAL_ARTICLES])
-    split_of = {a: "test" if a in test else "val" if a in val else "train" for a in articles}
-    out: dict[str, list[LabelledPair]] = {"train": [], "val": [], "test": []}
-    for name in out:
-        part = [p for p in own if split_of.get(p.source or "") == name]
-        if name == "train":
-            groups = group_by_query(part)
-            keep = set(rng.sample(sorted(groups), int(len(groups) * config.squad_question_share)))
-            part = [p for p in part if p.query_id in keep]
-            if config.unanswerable_as_partial:
-                # on-topic paragraph that does not answer: graded "related", trained towards partial_target
-                part = [replace(p, label=Verdict.PARTIAL) if p.metadata.get("kind") == "unanswerable" else p
-                        for p in part]
-        corpus = sorted({p.text for p in own if split_of.get(p.source or "") == name})
-        mined = mine_hard_negatives(part, corpus=corpus, per_query=1, margin=0.9, only_positive_queries=False)
-        out[name] = part + mined
+def _group_split(pairs: list[LabelledPair], key: Any, shares: tuple[float, float], seed: int
+                 ) -> dict[str, list[LabelledPair]]:
+    """Split by ``key(pair)`` groups into train / val / test with the given val and test shares."""
+    groups = sorted({key(p) for p in pairs})
+    random.Random(seed).shuffle(groups)
+    n_val, n_test = round(len(groups) * shares[0]), round(len(groups) * shares[1])
+    split_of = {g: "val" if i < n_val else "test" if i < n_val + n_test else "train" for i, g in enumerate(groups)}
+    out: dict[str, list[LabelledPair]] = {s: [] for s in SPLITS}
+    for p in pairs:
+        out[split_of[key(p)]].append(p)
     return out
 
 
-def _wikiqa_train(path: Path, config: RecipeConfig) -> list[LabelledPair]:
-    rng = random.Random(config.seed)
-    kept = []
-    for group in group_by_query(wikiqa_pairs(path)).values():
-        negatives = [p for p in group if not p.positive]
-        kept += [p for p in group if p.positive]
-        kept += rng.sample(negatives, min(config.wikiqa_negatives_per_question, len(negatives)))
-    return kept
+def _cap(pairs: list[LabelledPair], n: int, seed: int) -> list[LabelledPair]:
+    """At most about ``n`` pairs, whole queries only (so rankings within a query stay intact)."""
+    groups = list(group_by_query(pairs).values())
+    random.Random(seed).shuffle(groups)
+    out: list[LabelledPair] = []
+    for g in groups:
+        if len(out) >= n:
+            break
+        out += g
+    return out
+
+
+def _squad2_articles(path: Path, seed: int) -> tuple[set[str], set[str]]:
+    """The held-out SQuAD 2.0 test and validation articles (the same test articles as earlier recipes)."""
+    own = squad_pairs(path, same_article_negatives=0, other_article_negatives=0, seed=seed)
+    articles = sorted({p.source for p in own if p.source})
+    random.Random(seed).shuffle(articles)
+    return set(articles[:SQUAD_TEST_ARTICLES]), set(articles[SQUAD_TEST_ARTICLES:SQUAD_TEST_ARTICLES + SQUAD_VAL_ARTICLES])
+
+
+def build_mix(data_dir: Path, config: RecipeConfig) -> dict[str, list[LabelledPair]]:
+    """Train / val / test pairs of every domain, tagged with domain and kind."""
+    seed = config.seed
+    needed = [data_dir / f for f in ("squad1/train-v1.1.json", "squad2/dev-v2.0.json", "squad2/dev-v2.0-rest.json",
+                                     "wikiqa/WikiQA-train.tsv", "wikiqa/WikiQA-dev.filtered.tsv",
+                                     "wikiqa/WikiQA-test.tsv", "trec_dl/dl2020.jsonl", "trec_dl/dl2021.jsonl",
+                                     "noveleval/pairs.jsonl", "pubmedqa/pairs.jsonl", "stackfaq/pairs.jsonl",
+                                     "covidfaq/pairs.jsonl")]
+    for path in needed:
+        if not path.is_file():
+            raise DataError(f"the default recipe needs {path}; pass --data pointing at shared/data")
+    out: dict[str, list[LabelledPair]] = {s: [] for s in SPLITS}
+    squad2 = [data_dir / "squad2/dev-v2.0.json", data_dir / "squad2/dev-v2.0-rest.json"]
+    test_articles, val_articles = _squad2_articles(squad2[0], seed)
+    out["train"] += squad_v1_pairs(data_dir / "squad1/train-v1.1.json", questions=config.squad1_questions, seed=seed)
+    out["train"] += squad_v2_pairs(squad2, exclude_articles=test_articles | val_articles,
+                                   questions=config.squad2_questions, seed=seed)
+    for name, articles in (("val", val_articles), ("test", test_articles)):
+        part = [p for p in squad_pairs(squad2[0], same_article_negatives=1, other_article_negatives=1, seed=seed)
+                if p.source in articles]
+        out[name] += tag(part, "wikipedia_adversarial")
+    out["train"] += wikiqa_sampled(data_dir / "wikiqa/WikiQA-train.tsv",
+                                   negatives=config.wikiqa_negatives_per_question, seed=seed)
+    out["val"] += tag(wikiqa_pairs(data_dir / "wikiqa/WikiQA-dev.filtered.tsv"), "wikipedia_sentences")
+    out["test"] += tag(wikiqa_pairs(data_dir / "wikiqa/WikiQA-test.tsv"), "wikipedia_sentences")
+    out["train"] += graded_pairs(data_dir / "trec_dl/dl2020.jsonl", "web", label_of=TREC_GRADES)
+    dl21 = _group_split(graded_pairs(data_dir / "trec_dl/dl2021.jsonl", "web", label_of=TREC_GRADES),
+                        lambda p: p.query_id, (0.3, 0.7), seed)
+    out["val"] += dl21["val"]
+    out["test"] += dl21["test"]
+    stack = _group_split(graded_pairs(data_dir / "stackfaq/pairs.jsonl", "tech_faq"),
+                         lambda p: p.query_id.split("-")[1], (0.15, 0.25), seed)
+    out["train"] += negatives_per_query(stack["train"], {"lexical": 2, "random": 1}, seed)
+    out["val"] += negatives_per_query(stack["val"], {"lexical": 2, "random": 1}, seed)
+    out["test"] += negatives_per_query(stack["test"], {"lexical": 3, "random": 1}, seed, max_positives=3)
+    pubmed = _group_split(graded_pairs(data_dir / "pubmedqa/pairs.jsonl", "biomedical"),
+                          lambda p: p.query_id, (0.1, 0.2), seed)
+    for name in SPLITS:
+        out[name] += pubmed[name]
+    # never trained on: model selection and test see domains the weights did not
+    covid = _group_split(graded_pairs(data_dir / "covidfaq/pairs.jsonl", "consumer_health"),
+                         lambda p: p.query_id, (0.3, 0.7), seed)
+    out["val"] += covid["val"]
+    out["test"] += covid["test"]
+    out["val"] += graded_pairs(data_dir / "noveleval/pairs.jsonl", "web_novel", label_of=NOVEL_GRADES)
+    out["train"] += degenerate_negatives(out["train"], count=int(config.degenerate_share * len(out["train"])),
+                                         seed=seed)
+    by_domain: dict[str, list[LabelledPair]] = {}
+    for p in out["val"]:
+        by_domain.setdefault(p.metadata["domain"], []).append(p)
+    out["val"] = [p for d in sorted(by_domain) for p in _cap(by_domain[d], config.val_pairs_per_domain, seed)]
+    random.Random(seed).shuffle(out["train"])
+    return out
 
 
 def prepare_default_data(data_dir: str | Path, work: str | Path, config: RecipeConfig) -> dict[str, Path]:
-    """Write train/val/test JSONL files for the default grader into ``work``."""
+    """Write train/val/test JSONL files and ``mix.json`` (what went in) into ``work``."""
     data_dir, work = Path(data_dir), Path(work)
-    squad = data_dir / "squad2" / "dev-v2.0.json"
-    wikiqa = data_dir / "wikiqa"
-    for needed in (squad, wikiqa / "WikiQA-train.tsv", wikiqa / "WikiQA-dev.filtered.tsv", wikiqa / "WikiQA-test.tsv"):
-        if not needed.is_file():
-            raise DataError(f"the default recipe needs {needed}; pass --data pointing at shared/data")
-    files = {name: work / f"{name}.jsonl" for name in ("train", "val", "squad_test", "wikiqa_test")}
-    if all(f.is_file() for f in files.values()):
+    files = {name: work / f"{name}.jsonl" for name in SPLITS}
+    if all(f.is_file() for f in files.values()) and (work / "mix.json").is_file():
         return files
     work.mkdir(parents=True, exist_ok=True)
-    s = _squad_splits(squad, config)
-    train = s["train"] + _wikiqa_train(wikiqa / "WikiQA-train.tsv", config)
-    val = s["val"] + wikiqa_pairs(wikiqa / "WikiQA-dev.filtered.tsv")
-    random.Random(config.seed).shuffle(train)
-    write_pairs(train, files["train"])
-    write_pairs(val, files["val"])
-    write_pairs(s["test"], files["squad_test"])
-    write_pairs(wikiqa_pairs(wikiqa / "WikiQA-test.tsv"), files["wikiqa_test"])
+    mix = build_mix(data_dir, config)
+    for name in SPLITS:
+        write_pairs(mix[name], files[name])
+    summary = {name: mix_summary(mix[name]) for name in SPLITS}
+    (work / "mix.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return files
+
+
+def domain_sets(path: Path) -> dict[str, PairSet]:
+    """The pairs of one split file, per domain (degenerate pairs grouped with their query's domain)."""
+    out: dict[str, list[LabelledPair]] = {}
+    for p in load_pairs(path).pairs:
+        out.setdefault(p.metadata.get("domain", "unknown"), []).append(p)
+    return {d: PairSet(ps, path=f"{path}#{d}") for d, ps in sorted(out.items())}
 
 
 def run_default_recipe(
@@ -117,6 +190,7 @@ def run_default_recipe(
     progress: bool = True,
 ) -> dict[str, Any]:
     """All stages; returns the evaluation reports written into the bundle's manifest."""
+    from training.baseline import biencoder_auroc
     from training.evaluate import evaluate_bundle
     from training.export import export_bundle
     from training.finetune import TrainConfig, train_grader
@@ -125,6 +199,7 @@ def run_default_recipe(
     config = config or RecipeConfig()
     work = Path(work)
     files = prepare_default_data(data_dir, work, config)
+    mix = json.loads((work / "mix.json").read_text(encoding="utf-8"))
     trained = work / "trained"
     if not (trained / "manifest.json").is_file():
         train_grader(
@@ -132,18 +207,22 @@ def run_default_recipe(
             load_pairs(files["val"]),
             trained,
             TrainConfig(
-                max_length=config.max_length, epochs=config.epochs, batch_size=config.batch_size,
-                learning_rate=config.learning_rate, seed=config.seed, target_error=config.target_error,
-                partial_target=config.partial_target,
-                eval_every=config.eval_every, threads=2, progress=progress, name="default",
-                extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": config.__dict__},
+                max_length=config.max_length, epochs=config.epochs, max_steps=config.max_steps,
+                max_minutes=config.max_minutes,
+                batch_size=config.batch_size, learning_rate=config.learning_rate, layer_decay=config.layer_decay,
+                seed=config.seed, target_error=config.target_error, partial_target=config.partial_target,
+                eval_every=config.eval_every, patience=config.patience, select_by="domain_mean",
+                threshold_groups="domain", threads=0, device=config.device, progress=progress, name="default",
+                extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": asdict(config),
+                       "training_mix": mix},
             ),
         )
-    export_bundle(trained, out, int8=True, keep_fp32=False, probe=files["val"])  # parity on all of validation
-    reports = {
-        "squad2_heldout_articles": evaluate_bundle(out, PairSet(load_pairs(files["squad_test"]).pairs)),
-        "wikiqa_test": evaluate_bundle(out, PairSet(load_pairs(files["wikiqa_test"]).pairs)),
-    }
+    export_bundle(trained, out, int8=True, keep_fp32=False, probe=files["val"])
+    reports: dict[str, Any] = {}
+    for domain, pairs in domain_sets(files["test"]).items():
+        report = evaluate_bundle(out, pairs)
+        report["biencoder_auroc"] = biencoder_auroc(pairs.pairs)
+        reports[f"test:{domain}"] = report
     (work / "reports.json").write_text(json.dumps(reports, indent=2) + "\n", encoding="utf-8")
     write_model_card(out, reports)
     return reports

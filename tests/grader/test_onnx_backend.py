@@ -50,10 +50,29 @@ def test_explicit_batches_cover_every_chunk(grader):
 
 
 def test_long_chunks_are_truncated_and_flagged(grader):
-    long_text = " ".join(["Paris is in France."] * 200)
+    long_text = " ".join(["Paris is in France."] * 400)
     grade = grader.grade(QUERY, [long_text, RELEVANT])
     assert grade[0].truncated and "truncated" in (grade[0].reason or "")
-    assert not grade[1].truncated
+    assert grade[0].windows == grader.max_windows
+    assert not grade[1].truncated and grade[1].windows == 1
+
+
+def test_a_long_chunk_is_read_in_windows_and_the_best_window_counts(grader):
+    """The answer at the end of a long page is found: it lies beyond the first window."""
+    filler = " ".join(["The mitochondrion is the powerhouse of the cell."] * 40)  # ~400 tokens
+    page = filler + " " + RELEVANT
+    windowed = grader.grade(QUERY, [page])[0]
+    first_only = load_grader("default", threads=1, max_windows=1).grade(QUERY, [page])[0]
+    assert windowed.windows >= 2 and not windowed.truncated
+    assert first_only.windows == 1 and first_only.truncated
+    assert windowed.probability > first_only.probability
+    alone = grader.grade(QUERY, [filler])[0]
+    assert windowed.probability > alone.probability
+
+
+def test_max_windows_must_be_positive():
+    with pytest.raises(ConfigError, match="max_windows"):
+        load_grader("default", max_windows=0)
 
 
 def test_empty_chunk_is_decided_by_heuristic(grader):
