@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 import numpy as np
 from grader import load_grader
-from pipeline.batch_grade import grade_stream
+from pipeline.cli.batch_grade import grade_stream
 
 grader = load_grader("default", threads=2)
 if {stub!r}:

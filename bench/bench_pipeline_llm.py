@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.cli import main as crag  # noqa: E402
+from pipeline.cli.main import main as crag  # noqa: E402
 from tests import llama_server  # noqa: E402
 
 

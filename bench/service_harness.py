@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.api_keys import KeyStore  # noqa: E402
+from pipeline.service.keys import KeyStore  # noqa: E402
 from tests.llama_server import free_port  # noqa: E402
 
 
@@ -60,8 +60,8 @@ class Service:
 
 def demo_chunks(n: int) -> list[dict[str, str]]:
     """Paragraph chunks of the demo corpus, as /v1/grade takes them."""
-    from pipeline.ask_commands import DEMO_DIR
-    from pipeline.documents import chunk_text, read_document
+    from pipeline.cli.ask_commands import DEMO_DIR
+    from pipeline.retrieval.documents import chunk_text, read_document
 
     chunks = []
     for path in sorted((DEMO_DIR / "corpus").glob("*.md")):

@@ -64,7 +64,8 @@ class CrossEncoderGrader:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if not isinstance(max_windows, int) or max_windows < 1:
-            raise ConfigError(f"max_windows must be a positive int (1 = read only the first window), got {max_windows!r}")
+            raise ConfigError(f"max_windows must be a positive int (1 = read only the first window), "
+                              f"got {max_windows!r}")
         self.bundle = bundle
         self.batch_size = batch_size
         self.max_windows = max_windows
@@ -143,8 +144,8 @@ class CrossEncoderGrader:
                     truncated=bool(scored.truncated[j]),
                     windows=int(scored.windows[j]),
                     chunk_id=prepared[r][1][i].chunk_id,
-                    reason=(f"truncated: read {int(scored.windows[j])} windows of {self.encoder.max_length} tokens; the rest "
-                            "was not read" if scored.truncated[j] else None),
+                    reason=(f"truncated: read {int(scored.windows[j])} windows of {self.encoder.max_length} "
+                            "tokens; the rest was not read" if scored.truncated[j] else None),
                     latency_ms=per_chunk_ms,
                 )
         return [[g for g in grades if g is not None] for grades in out]

@@ -104,7 +104,8 @@ def _squad2_articles(path: Path, seed: int) -> tuple[set[str], set[str]]:
     own = squad_pairs(path, same_article_negatives=0, other_article_negatives=0, seed=seed)
     articles = sorted({p.source for p in own if p.source})
     random.Random(seed).shuffle(articles)
-    return set(articles[:SQUAD_TEST_ARTICLES]), set(articles[SQUAD_TEST_ARTICLES:SQUAD_TEST_ARTICLES + SQUAD_VAL_ARTICLES])
+    val_end = SQUAD_TEST_ARTICLES + SQUAD_VAL_ARTICLES
+    return set(articles[:SQUAD_TEST_ARTICLES]), set(articles[SQUAD_TEST_ARTICLES:val_end])
 
 
 def build_mix(data_dir: Path, config: RecipeConfig) -> dict[str, list[LabelledPair]]:

@@ -76,10 +76,10 @@ def test_pipeline_generation_and_grounding_speak_the_real_servers_protocol(base_
     """Generation, verification and the context check parse as pydantic models from llama.cpp's grammar-
     constrained JSON; whatever the weak model says, the run ends with one of the five outcomes."""
     from grader.llm_structured import StructuredLLM
-    from pipeline.corrective_rag import CorrectiveRAG, Outcome, RAGConfig
-    from pipeline.documents import Principal, StoredChunk
-    from pipeline.generation import Evidence, LLMAnswerer
-    from pipeline.index import LocalHybridIndex
+    from pipeline.corrective.generation import Evidence, LLMAnswerer
+    from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
+    from pipeline.retrieval.documents import Principal, StoredChunk
+    from pipeline.retrieval.index import LocalHybridIndex
     from tests.pipeline.conftest import HashEmbedder
 
     config = LLMConfig(model="smollm2", base_url=base_url, mode="json_object", timeout_s=60, max_tokens=300,

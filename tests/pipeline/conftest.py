@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from grader import load_grader
-from pipeline.documents import Principal, StoredChunk
-from pipeline.index import LocalHybridIndex
+from pipeline.retrieval.documents import Principal, StoredChunk
+from pipeline.retrieval.index import LocalHybridIndex
 
 
 class HashEmbedder:
@@ -59,7 +59,7 @@ def retriever(request, tmp_path):
     if request.param == "local":
         store = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
     else:
-        from pipeline.qdrant_store import QdrantRetriever
+        from pipeline.retrieval.qdrant_store import QdrantRetriever
 
         store = QdrantRetriever("test", location=":memory:", embedder=HashEmbedder())
     store.add(CORPUS)

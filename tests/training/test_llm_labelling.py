@@ -6,7 +6,7 @@ from grader import load_grader
 from grader.llm import LLMConfig, LLMGrader
 from grader.resilience import RetryPolicy
 from models import Verdict
-from pipeline.cli import main
+from pipeline.cli.main import main
 from training.cascade_eval import evaluate_cascade
 from training.data import load_pairs
 

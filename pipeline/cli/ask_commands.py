@@ -1,0 +1,229 @@
+"""``crag index add``, ``crag ask`` and ``crag eval-pipeline``: corrective RAG from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grader.llm_args import add_llm_arguments, llm_config_from_args
+from models.errors import ConfigError, DataError
+from pipeline.cli.jsonl import iter_json_lines
+from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
+from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
+from pipeline.retrieval.documents import Principal
+from pipeline.retrieval.index import LocalHybridIndex
+
+if TYPE_CHECKING:
+    from pipeline.retrieval.qdrant_store import QdrantRetriever
+from pipeline.cli.output import print_json
+from pipeline.retrieval.ingest import ingest
+
+__all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+DEMO_TENANT = "demo"
+
+
+def _principal(args: argparse.Namespace) -> Principal:
+    roles = frozenset(r.strip() for r in (args.roles or "").split(",") if r.strip())
+    return Principal(tenant=args.tenant, roles=roles)
+
+
+def demo_index() -> Path:
+    """The shipped demo corpus as an index in the cache directory (built on first use)."""
+    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index"
+    if not (root / "chunks.jsonl").is_file():
+        ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
+    return root
+
+
+def _index_path(args: argparse.Namespace) -> Path:
+    if args.demo:
+        args.tenant = DEMO_TENANT
+        return demo_index()
+    if not args.index:
+        raise ConfigError("pass --index DIR (built with `crag index add`) or --demo")
+    if not (Path(args.index) / "chunks.jsonl").is_file():
+        raise DataError(f"{args.index} is not an index; build it with `crag index add --index {args.index} FILES`")
+    return Path(args.index)
+
+
+def _rag(args: argparse.Namespace) -> CorrectiveRAG:
+    settings = PipelineSettings(
+        model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
+        privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
+        rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds,
+                      min_answer_probability=args.min_answer_p))
+    retriever = _store(args) if args.qdrant_url else LocalHybridIndex(_index_path(args))
+    return build_rag(retriever, settings)
+
+
+def _store(args: argparse.Namespace) -> LocalHybridIndex | QdrantRetriever:
+    if getattr(args, "qdrant_url", None):
+        from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+        return QdrantRetriever(args.collection, url=args.qdrant_url, api_key=os.environ.get("QDRANT_API_KEY"))
+    return LocalHybridIndex(args.index)
+
+
+def _index_add(args: argparse.Namespace) -> int:
+    count = ingest(_store(args), args.paths, tenant=args.tenant,
+                   roles=[r for r in (args.roles or "").split(",") if r], status=args.status,
+                   effective_date=args.effective_date, authority=args.authority, max_chars=args.max_chars)
+    print_json({"index": args.qdrant_url or args.index, "chunks_added": count})
+    return 0
+
+
+def register_index(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("index", help="manage the local hybrid index")
+    isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+    add = isub.add_parser("add", help="add text / Markdown / HTML files or folders")
+    add.add_argument("paths", nargs="+", help="files or folders (.txt .md .html .pdf)")
+    where = add.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help="local index directory (created if missing)")
+    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
+    add.add_argument("--collection", default="crag", help="Qdrant collection")
+    add.add_argument("--tenant", required=True)
+    add.add_argument("--roles", default="", help="comma-separated roles allowed to read (default: all of the tenant)")
+    add.add_argument("--status", default="active", choices=["active", "superseded"])
+    add.add_argument("--effective-date", default="")
+    add.add_argument("--authority", type=int, default=0)
+    add.add_argument("--max-chars", type=int, default=900)
+    add.set_defaults(handler=_index_add)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", help="index directory")
+    p.add_argument("--qdrant-url", help="retrieve from Qdrant instead of a local index")
+    p.add_argument("--collection", default="crag")
+    p.add_argument("--demo", action="store_true", help="use the shipped SQuAD demo corpus (built on first use)")
+    p.add_argument("--tenant", default=DEMO_TENANT)
+    p.add_argument("--roles", default="")
+    p.add_argument("--model", default="default")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--max-llm-calls", type=int, default=8, help="LLM calls per question, all steps together")
+    p.add_argument("--deadline", type=float, default=20.0, help="seconds per question")
+    p.add_argument("--max-rounds", type=int, default=3, help="retrieval rounds (initial, broader, web)")
+    p.add_argument("--min-answer-p", type=float, default=None,
+                   help="answer from uncertain strips only above this probability (default: the lower threshold)")
+    web = p.add_argument_group("web search fallback (off unless --web is given)")
+    web.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
+    web.add_argument("--web-url", default=None, help="SearxNG instance URL, or a Tavily-compatible base URL")
+    web.add_argument("--privacy-pattern", action="append", default=None,
+                     help="regex; matching questions never go to the web (repeatable; replaces the defaults)")
+    add_llm_arguments(p)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    result = _rag(args).run(args.query, _principal(args), confidential=args.confidential)
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    lines = [f"[{result.outcome.value}] {result.message}"]
+    if result.degraded:
+        lines += ["(degraded: " + "; ".join(result.degraded_reasons) + ")"]
+    if result.answer:
+        lines += ["", result.answer, "", f"sources (grounding: {result.grounding}):"]
+        lines += [f"  {s['chunk_id']}  ({s.get('url') or s['title']}, P={s['probability']})" for s in result.sources]
+    if args.trace:
+        lines += ["", "trace:"]
+        lines += [f"  {t.action:8s} {t.ms:8.1f} ms  {json.dumps(t.detail)[:160]}" for t in result.trace]
+    _print_text("\n".join(lines))
+    return 0
+
+
+def _print_text(text: str) -> None:
+    """Plain text on stdout (the table/JSON helpers cover structured output)."""
+    sys.stdout.write(text + "\n")
+
+
+def register_ask(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ask", help="run corrective RAG for one question")
+    p.add_argument("query")
+    _add_common(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--trace", action="store_true", help="print every step")
+    p.add_argument("--confidential", action="store_true", help="never send this question to web search")
+    p.set_defaults(handler=_ask)
+
+
+def _eval_pipeline(args: argparse.Namespace) -> int:
+    golden = read_golden(Path(args.golden) if args.golden else DEMO_DIR / "golden.jsonl")
+    rag, principal = _rag(args), _principal(args)
+    rows = []
+    for item in golden:
+        t0 = time.perf_counter()
+        result = rag.run(item["query"], principal)
+        ms = 1000 * (time.perf_counter() - t0)
+        answered = result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+        corrected = answered and sum(1 for t in result.trace if t.action == "retrieve") > 1
+        sources_ok = not item.get("expected_sources") or any(
+            s["source"] in item["expected_sources"] for s in result.sources)
+        contains = any(a.lower() in (result.answer or "").lower() for a in item.get("answers", []))
+        expected = item.get("expected_action")
+        action_ok = expected is None or expected == _ACTION.get(result.outcome, result.outcome.value)
+        rows.append({"query": item["query"], "outcome": result.outcome.value, "must_abstain": item["must_abstain"],
+                     "answered": answered, "recovered": corrected, "sources_ok": sources_ok,
+                     "action_ok": action_ok, "answer_contains_gold": contains, "llm_calls": result.llm_calls,
+                     "degraded": result.degraded, "ms": ms})
+    must = [r for r in rows if r["must_abstain"]]
+    can = [r for r in rows if not r["must_abstain"]]
+    report = {
+        "n": len(rows),
+        "answer_abstain_accuracy": sum(r["answered"] != r["must_abstain"] for r in rows) / len(rows),
+        "abstention_fidelity": sum(not r["answered"] for r in must) / len(must) if must else None,
+        "wrong_answer_rate": sum(r["answered"] for r in must) / len(must) if must else None,
+        "answer_rate_when_answerable": sum(r["answered"] for r in can) / len(can) if can else None,
+        "gold_answer_in_answer": sum(r["answer_contains_gold"] for r in can) / len(can) if can else None,
+        "expected_action_accuracy": sum(r["action_ok"] for r in rows) / len(rows),
+        "sources_accuracy_when_answered": _mean([r["sources_ok"] for r in rows if r["answered"] and
+                                                 not r["must_abstain"]]),
+        "recovery_rate": sum(r["recovered"] for r in can) / len(can) if can else None,
+        "llm_calls_per_query": _mean([r["llm_calls"] for r in rows]),
+        "degraded_rate": _mean([r["degraded"] for r in rows]),
+        "latency_ms_p50": statistics.median(r["ms"] for r in rows),
+        "latency_ms_mean": _mean([r["ms"] for r in rows]),
+        "latency_ms_max": max(r["ms"] for r in rows),
+        "rows": rows,
+    }
+    print_json(report)
+    return 0
+
+
+def read_golden(path: Path) -> list[dict]:
+    """Golden records (query, expected_action, expected_sources, must_abstain[, answers]), validated per line."""
+    records = []
+    for number, item in iter_json_lines(path, what="golden set"):
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not item["query"].strip():
+            raise DataError(f"{path}:{number}: each record needs a non-empty string 'query'")
+        if not isinstance(item.get("must_abstain"), bool):
+            raise DataError(f"{path}:{number}: 'must_abstain' must be true or false, got {item.get('must_abstain')!r}")
+        action = item.get("expected_action")
+        if action is not None and action not in GOLDEN_ACTIONS:
+            raise DataError(f"{path}:{number}: expected_action {action!r} is not one of {list(GOLDEN_ACTIONS)}")
+        records.append(item)
+    if not records:
+        raise DataError(f"{path}: the golden set is empty")
+    return records
+
+
+GOLDEN_ACTIONS = ("answer", "abstain", "clarify", "access_denied")
+_ACTION = {Outcome.ANSWER: "answer", Outcome.PARTIAL_ANSWER: "answer", Outcome.ABSTENTION: "abstain",
+           Outcome.CLARIFICATION: "clarify", Outcome.ACCESS_DENIED: "access_denied"}
+
+
+def _mean(values: list[float] | list[bool] | list[int]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def register_eval_pipeline(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval-pipeline", help="run a golden set through the pipeline and report its outcomes")
+    p.add_argument("--golden", help="JSONL: query, expected_action, expected_sources, must_abstain")
+    _add_common(p)
+    p.set_defaults(handler=_eval_pipeline)

@@ -1,0 +1,93 @@
+"""Offline batch grading that streams: pairs are read, scored and written block by block.
+
+Memory stays flat however large the file is: only one block of pairs (``block`` lines) is held at a
+time, and output is flushed as it goes. Input is JSONL with ``query`` and ``text`` (``id`` optional);
+output is JSONL with the id (or line number), probability, verdict and whether it is uncertain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from grader.cross_encoder import CrossEncoderGrader
+from grader.factory import load_grader
+from models.errors import ConfigError, DataError
+from pipeline.cli.jsonl import iter_json_lines
+from pipeline.cli.output import print_json
+
+__all__ = ["grade_stream", "register_grade_file"]
+
+
+def _pairs(path: Path) -> Iterator[tuple[int, str, str, Any]]:
+    for number, record in iter_json_lines(path, what="pair file"):
+        if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
+                or not isinstance(record.get("text"), str) or not record["query"].strip():
+            raise DataError(f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'")
+        yield number, record["query"], record["text"], record.get("id", number)
+
+
+def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256) -> dict[str, Any]:
+    """Grade every pair of ``source`` into ``out``; returns counts and timing."""
+    if block < 1:
+        raise ConfigError(f"block must be >= 1, got {block}")
+    started, count, uncertain = time.perf_counter(), 0, 0
+    pending: list[tuple[int, str, str, Any]] = []
+
+    def flush() -> None:
+        nonlocal count, uncertain
+        scored = grader.score_pairs([(q, t) for _, q, t, _ in pending])
+        probs = grader.probabilities(scored.logits)
+        for (_, _, _, pair_id), p, truncated in zip(pending, probs, scored.truncated, strict=True):
+            verdict, band = grader.policy.verdict(float(p))
+            uncertain += band
+            out.write(json.dumps({"id": pair_id, "probability": round(float(p), 6), "verdict": verdict.value,
+                                  "uncertain": band, "truncated": bool(truncated)}) + "\n")
+        out.flush()
+        count += len(pending)
+        pending.clear()
+
+    for item in _pairs(source):
+        pending.append(item)
+        if len(pending) >= block:
+            flush()
+    if pending:
+        flush()
+    seconds = time.perf_counter() - started
+    return {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
+            "pairs_per_second": round(count / seconds, 1) if seconds else None}
+
+
+def _grade_file(args: argparse.Namespace) -> int:
+    options = {"batch_size": args.batch_size} if args.batch_size else {}
+    grader = load_grader(args.model, threads=args.threads, **options)
+    if not isinstance(grader, CrossEncoderGrader):
+        raise ConfigError(f"--model must be a cross-encoder bundle, got {type(grader).__name__}")
+    if args.out == "-":  # pairs on stdout, the summary on stderr
+        summary = grade_stream(grader, Path(args.pairs), sys.stdout, block=args.block)
+        sys.stderr.write(json.dumps(summary) + "\n")
+        return 0
+    out = Path(args.out)
+    tmp = out.with_suffix(out.suffix + ".partial")
+    with tmp.open("w", encoding="utf-8") as handle:
+        summary = grade_stream(grader, Path(args.pairs), handle, block=args.block)
+    tmp.replace(out)  # a failed run leaves the .partial file and never a truncated output
+    print_json(summary)
+    return 0
+
+
+def register_grade_file(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("grade-file", help="grade a large JSONL file of (query, text) pairs with bounded memory")
+    p.add_argument("pairs", help="JSONL with 'query', 'text' and optional 'id' per line")
+    p.add_argument("--out", required=True, help="output JSONL (written atomically), or - for stdout")
+    p.add_argument("--model", default="default")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="pairs per model call (int8 default 1 keeps each score independent of its batch mates)")
+    p.set_defaults(handler=_grade_file)

@@ -1,0 +1,113 @@
+"""Pipeline-side CLI commands: ``crag grade`` and ``crag bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from grader.factory import load_grader
+from models.errors import ConfigError, DataError
+from models.types import Chunk
+from pipeline.cli.output import print_json, print_table
+
+__all__ = ["read_chunks", "register_bench", "register_grade"]
+
+
+def read_chunks(path: str | Path) -> list[Chunk]:
+    """Chunks from JSONL (objects with ``text`` and optional ``chunk_id``/``source``/``metadata``) or text lines."""
+    path = Path(path)
+    try:
+        content = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise DataError(f"{path}: no such file") from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    chunks = []
+    for number, line in enumerate(content.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if path.suffix in (".jsonl", ".json", ".ndjson"):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
+            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                raise DataError(f"{path}:{number}: each line needs an object with a 'text' string")
+            chunks.append(Chunk(text=record["text"], chunk_id=record.get("chunk_id"),
+                                source=record.get("source"), metadata=record.get("metadata") or {}))
+        else:
+            chunks.append(Chunk(text=line, chunk_id=str(number)))
+    if not chunks:
+        raise DataError(f"{path}: no chunks found")
+    return chunks
+
+
+def _grade(args: argparse.Namespace) -> int:
+    chunks = [Chunk(text=t, chunk_id=f"arg{i}") for i, t in enumerate(args.chunk or [], start=1)]
+    if args.chunks:
+        chunks += read_chunks(args.chunks)
+    if not chunks:
+        raise ConfigError("no chunks to grade: pass --chunks FILE or --chunk TEXT")
+    grader = load_grader(args.model, backend=args.backend, threads=args.threads)
+    grades = grader.grade(args.query, chunks)
+    if args.json:
+        print_json([{"chunk_id": c.chunk_id, **g.to_dict()} for c, g in zip(chunks, grades, strict=True)])
+        return 0
+    rows = [
+        (c.chunk_id or i, g.verdict.value, f"{g.probability:.3f}", "yes" if g.uncertain else "",
+         g.decided_by, "yes" if g.truncated else "", c.text[:70].replace("\n", " "))
+        for i, (c, g) in enumerate(zip(chunks, grades, strict=True), start=1)
+    ]
+    print_table(f"grades for: {args.query}", ["chunk", "verdict", "P(relevant)", "uncertain", "by", "truncated",
+                                             "text"], rows)
+    return 0
+
+
+def register_grade(sub: argparse._SubParsersAction) -> None:
+    """``crag grade``: grade chunks for one query."""
+    p = sub.add_parser("grade", help="grade chunks for a query with a grader bundle")
+    p.add_argument("--model", default="default", help="bundle name or directory (default: the shipped grader)")
+    p.add_argument("--query", required=True)
+    p.add_argument("--chunks", help="JSONL with a 'text' field per line, or a text file with one chunk per line")
+    p.add_argument("--chunk", action="append", help="a chunk given inline (repeatable)")
+    p.add_argument("--backend", default="onnx", choices=["onnx", "torch", "auto"])
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(handler=_grade)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    grader = load_grader(args.model, backend=args.backend, threads=args.threads)
+    words = [
+        "the", "grader", "reads", "a", "query", "and", "a", "retrieved", "passage", "and", "returns", "a",
+        "calibrated", "probability", "that", "the", "passage", "answers", "the", "question"
+    ]
+    text = " ".join(words[i % len(words)] for i in range(args.tokens))
+    chunks = [text] * args.chunks
+    grader.grade("what does the grader return for a passage?", chunks)
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        grader.grade("what does the grader return for a passage?", chunks)
+        times.append(1000.0 * (time.perf_counter() - t0))
+    result = {"model": args.model, "backend": args.backend, "threads": args.threads, "chunks": args.chunks,
+              "words_per_chunk": args.tokens, "p50_ms": float(np.percentile(times, 50)),
+              "p95_ms": float(np.percentile(times, 95)), "per_chunk_ms": float(np.percentile(times, 50)) / args.chunks}
+    print_json(result)
+    return 0
+
+
+def register_bench(sub: argparse._SubParsersAction) -> None:
+    """``crag bench``: quick latency check of a bundle (the full comparison lives in bench/)."""
+    p = sub.add_parser("bench", help="measure grading latency of a bundle on this machine")
+    p.add_argument("--model", default="default")
+    p.add_argument("--backend", default="onnx", choices=["onnx", "torch", "auto"])
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--chunks", type=int, default=20)
+    p.add_argument("--tokens", type=int, default=200, help="words per synthetic chunk")
+    p.add_argument("--repeats", type=int, default=20)
+    p.set_defaults(handler=_bench)

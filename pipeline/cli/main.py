@@ -1,0 +1,77 @@
+"""The ``crag`` command line: one entry point whose sub-commands come from the ``crag.commands`` entry points.
+
+Each package registers its own commands (the pipeline registers ``grade``, ``bench``; training registers
+``train``, ``eval``, ``export``...), so this module never imports ``training``. Errors from crag-grader
+print one clear line and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from models.errors import CragError
+
+__all__ = ["build_parser", "main"]
+
+ENTRY_POINT_GROUP = "crag.commands"
+BUILTIN = (
+    "pipeline.cli.grade_commands:register_grade",
+    "pipeline.cli.grade_commands:register_bench",
+    "pipeline.cli.ask_commands:register_index",
+    "pipeline.cli.ask_commands:register_ask",
+    "pipeline.cli.ask_commands:register_eval_pipeline",
+    "pipeline.cli.batch_grade:register_grade_file",
+    "pipeline.cli.serve_commands:register_serve",
+    "pipeline.cli.serve_commands:register_keys",
+)
+
+
+def _load(spec: str) -> Callable[[argparse._SubParsersAction], None]:
+    module_name, func = spec.split(":")
+    module = importlib.import_module(module_name)
+    register: Callable[[argparse._SubParsersAction], None] = getattr(module, func)
+    return register
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(prog="crag", description="Corrective-RAG relevance grading toolkit")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    specs = list(BUILTIN)
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry.value not in specs:
+            specs.append(entry.value)
+    for spec in specs:
+        _load(spec)(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # bm25s sets its own logger to DEBUG on import
+        handler.addFilter(lambda record: not (record.name.startswith("bm25s") and record.levelno < logging.WARNING))
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.handler(args)
+        return code
+    except CragError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""``crag serve`` (uvicorn workers over the FastAPI app) and ``crag keys`` (API key store).
+
+Workers are stateless: each loads the grader and opens the index or Qdrant collection itself from the
+settings passed in ``$CRAG_SERVE_SETTINGS``, so N workers (``--workers N``) or N machines behind a load
+balancer serve the same data. Shutdown is graceful: uvicorn stops accepting, finishes in-flight
+requests (up to ``--graceful-timeout`` seconds), then the grading worker stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from grader.cross_encoder import CrossEncoderGrader
+from grader.factory import load_grader
+from grader.llm import LLMConfig
+from grader.llm_args import add_llm_arguments, llm_config_from_args
+from grader.resilience import RetryPolicy
+from models.deps import require
+from models.errors import ConfigError
+from pipeline.cli.output import print_json
+from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings
+from pipeline.corrective.loop import RAGConfig
+from pipeline.retrieval.index import LocalHybridIndex, Retriever
+from pipeline.service.app import ServiceConfig, create_app
+from pipeline.service.keys import KeyStore
+from pipeline.service.schemas import Limits
+
+__all__ = ["app_from_env", "register_keys", "register_serve"]
+
+SETTINGS_ENV = "CRAG_SERVE_SETTINGS"
+logger = logging.getLogger(__name__)
+
+
+def _retriever(settings: dict[str, Any]) -> Retriever:
+    if settings.get("qdrant_url"):
+        from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+        return QdrantRetriever(settings.get("collection") or "crag", url=settings["qdrant_url"],
+                               api_key=os.environ.get(settings.get("qdrant_api_key_env") or "QDRANT_API_KEY"))
+    index = settings.get("index")
+    if not index or not (Path(index) / "chunks.jsonl").is_file():
+        raise ConfigError(f"--index {index!r} is not an index; build it with `crag index add --index DIR FILES`, "
+                          "or pass --demo or --qdrant-url")
+    return LocalHybridIndex(index)
+
+
+def app_from_env() -> Any:
+    """The app for one uvicorn worker, from ``$CRAG_SERVE_SETTINGS`` (JSON written by ``crag serve``)."""
+    try:
+        settings = json.loads(os.environ[SETTINGS_ENV])
+    except (KeyError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"${SETTINGS_ENV} is missing or not JSON; start workers with `crag serve`") from exc
+    grader = load_grader(settings["model"], threads=settings.get("threads"))
+    if not isinstance(grader, CrossEncoderGrader):
+        raise ConfigError(f"--model must be a cross-encoder bundle, got {type(grader).__name__}")
+    llm = settings.get("llm")
+    llm_config = None
+    if llm:
+        key_env = llm.pop("api_key_env", None) or "OPENAI_API_KEY"
+        llm_config = LLMConfig(**{**llm, "retry": RetryPolicy(**llm["retry"]), "api_key": os.environ.get(key_env)})
+    pipeline = PipelineSettings(model=settings["model"], llm=llm_config, web=settings.get("web"),
+                                web_url=settings.get("web_url"), rag=RAGConfig(**settings.get("rag", {})))
+    config = ServiceConfig(keys=KeyStore.open(settings["keys"]), retriever=_retriever(settings), grader=grader,
+                           pipeline=pipeline, limits=Limits(**settings.get("limits", {})),
+                           micro_batch_wait_ms=settings.get("micro_batch_wait_ms", 5.0))
+    return create_app(config)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    uvicorn = require("uvicorn", "serve")
+    KeyStore.open(args.keys)  # fail here, not in every worker
+    index = args.index
+    if args.demo:
+        from pipeline.cli.ask_commands import demo_index
+
+        index = str(demo_index())
+    llm = llm_config_from_args(args)
+    llm_settings = None
+    if llm is not None:
+        llm_settings = {k: v for k, v in dataclasses.asdict(llm).items() if k != "api_key"}
+        llm_settings["api_key_env"] = args.llm_api_key_env  # the key itself never goes into the environment dump
+    settings = {
+        "model": args.model, "threads": args.threads, "keys": str(Path(args.keys).resolve()),
+        "index": str(Path(index).resolve()) if index else None, "qdrant_url": args.qdrant_url,
+        "collection": args.collection, "llm": llm_settings, "web": args.web, "web_url": args.web_url,
+        "rag": {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline},
+        "limits": {"max_query_chars": args.max_query_chars, "max_chunks": args.max_chunks,
+                   "max_chunk_chars": args.max_chunk_chars, "max_body_bytes": args.max_body_bytes,
+                   "rate_per_minute": args.rate_per_minute},
+        "micro_batch_wait_ms": args.micro_batch_wait_ms,
+    }
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
+    if args.workers == 1:
+        app_from_env()  # surface configuration errors before uvicorn swallows them
+    uvicorn.run("pipeline.cli.serve_commands:app_from_env", factory=True, host=args.host, port=args.port,
+                workers=args.workers, timeout_graceful_shutdown=args.graceful_timeout, log_level=args.log_level,
+                access_log=args.access_log)
+    return 0
+
+
+def register_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve /v1/grade and /v1/query over HTTP (FastAPI + uvicorn)")
+    p.add_argument("--keys", required=True, help="API key store (create keys with `crag keys create`)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--index", help="local index directory")
+    source.add_argument("--demo", action="store_true", help="serve the shipped SQuAD demo corpus")
+    source.add_argument("--qdrant-url", help="Qdrant server or cluster URL (key in $QDRANT_API_KEY)")
+    p.add_argument("--collection", default="crag", help="Qdrant collection")
+    p.add_argument("--model", default="default")
+    p.add_argument("--threads", type=int, default=None, help="model threads per worker")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model once)")
+    p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
+    p.add_argument("--micro-batch-wait-ms", type=float, default=5.0)
+    p.add_argument("--max-llm-calls", type=int, default=8)
+    p.add_argument("--deadline", type=float, default=20.0, help="seconds per /v1/query")
+    defaults = Limits()
+    p.add_argument("--max-query-chars", type=int, default=defaults.max_query_chars)
+    p.add_argument("--max-chunks", type=int, default=defaults.max_chunks)
+    p.add_argument("--max-chunk-chars", type=int, default=defaults.max_chunk_chars)
+    p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    p.add_argument("--rate-per-minute", type=int, default=defaults.rate_per_minute, help="default per key")
+    p.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
+    p.add_argument("--web-url", default=None)
+    p.add_argument("--log-level", default="info")
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
+    add_llm_arguments(p)
+    p.set_defaults(handler=_serve)
+
+
+def _keys(args: argparse.Namespace) -> int:
+    if args.keys_command == "create":
+        store = KeyStore.open(args.store, create=True)
+        roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip())
+        token = store.create(args.tenant, roles=roles, rate_per_minute=args.rate_per_minute, label=args.label)
+        print_json({"api_key": token, "tenant": args.tenant, "roles": sorted(roles),
+                    "note": "shown once; only its SHA-256 is stored"})
+    elif args.keys_command == "list":
+        store = KeyStore.open(args.store)
+        print_json([{k: v for k, v in key.to_dict().items() if k != "sha256"} for key in store.keys.values()])
+    else:
+        KeyStore.open(args.store).revoke(args.key_id)
+        print_json({"revoked": args.key_id})
+    return 0
+
+
+def register_keys(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("keys", help="create, list and revoke API keys of the service")
+    ksub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    create = ksub.add_parser("create", help="create a key for a tenant (printed once)")
+    create.add_argument("--store", required=True)
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--roles", default="")
+    create.add_argument("--rate-per-minute", type=int, default=None)
+    create.add_argument("--label", default="")
+    listing = ksub.add_parser("list", help="list keys (ids, tenants, roles; never secrets or hashes)")
+    listing.add_argument("--store", required=True)
+    revoke = ksub.add_parser("revoke", help="revoke a key by id")
+    revoke.add_argument("--store", required=True)
+    revoke.add_argument("key_id")
+    p.set_defaults(handler=_keys)

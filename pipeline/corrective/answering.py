@@ -1,0 +1,155 @@
+"""From refined strips to one of the outcomes: extractive (grader-only) or LLM-written and grounding-checked.
+
+Rules, in order:
+- no strip above the policy's lower bound (or ``min_answer_probability`` when set higher): abstain;
+- knowledge synthesis from weak evidence (only strips inside the uncertain band) needs at least one of
+  them to come from a real document of the caller's, not only from the web; never from nothing;
+- with an LLM and at least two calls left (one to write, one to verify): generate with citations,
+  check every claim, revise once if the budget allows, then drop what stays unsupported
+  (``needs_revision``) or abstain when nothing is supported;
+- otherwise, or when the LLM fails: the verbatim strips, cited, which are grounded by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grader.policy import ThresholdPolicy
+from models.errors import LLMError
+from models.types import Decision, Grade
+from pipeline.corrective.context_quality import ContextQuality, heuristic_quality
+from pipeline.corrective.correction import Strip
+from pipeline.corrective.generation import Claim, Evidence, GeneratedAnswer, GroundingResult, LLMAnswerer
+from pipeline.corrective.outcomes import Outcome
+from pipeline.corrective.state import RunState
+from pipeline.retrieval.documents import StoredChunk
+
+__all__ = ["Answerer", "Draft"]
+
+NO_ANSWER = "The retrieved passages do not contain an answer, so I am not answering rather than guessing."
+
+
+@dataclass
+class Draft:
+    outcome: Outcome
+    message: str
+    answer: str | None = None
+    sources: list[dict[str, Any]] | None = None
+    quality: dict[str, Any] | None = None
+    grounding: str = "none"
+
+
+class Answerer:
+    """Composes the final answer for one run, spending the run's LLM budget."""
+
+    def __init__(self, policy: ThresholdPolicy, llm: LLMAnswerer | None,
+                 pool: dict[str, tuple[StoredChunk, Grade]], state: RunState, *,
+                 min_probability: float | None = None) -> None:
+        self.policy, self.llm, self.pool, self.state = policy, llm, pool, state
+        self.floor = policy.lower if min_probability is None else max(policy.lower, min_probability)
+
+    def compose(self, query: str, strips: Sequence[Strip], decision: Decision | None,
+                conflicts: Sequence[str]) -> Draft:
+        confident = [s for s in strips if s.grade.probability >= self.policy.upper]
+        weak = [s for s in strips if self.floor < s.grade.probability < self.policy.upper]
+        chosen = confident or weak
+        if not chosen:
+            return Draft(Outcome.ABSTENTION, NO_ANSWER)
+        if not confident and all(self.pool[s.chunk_id][0].source == "web" for s in weak):
+            return Draft(Outcome.ABSTENTION, "Only weak web results touch on this and none of your documents "
+                         "supports them, so I am not answering rather than guessing.")
+        ids = {s.chunk_id for s in chosen}
+        relevant_conflicts = [c for c in conflicts if any(cid in c for cid in ids)]
+        quality = heuristic_quality(query, [s.text for s in chosen], decision, relevant_conflicts)
+        full = decision is Decision.CORRECT and bool(confident) and quality.level in ("sufficient", "conflicting")
+        if self.llm is not None and self.state.llm_left() >= 2 and not self.state.expired():
+            return self._generated(query, chosen, full, quality)
+        return self._extractive(chosen, full, quality)
+
+    # ----- grader-only --------------------------------------------------------------------------
+    def _extractive(self, chosen: Sequence[Strip], full: bool, quality: ContextQuality) -> Draft:
+        answer = " ".join(f"{s.text} [{s.chunk_id}]" for s in chosen)
+        sources = self._sources(dict.fromkeys(s.chunk_id for s in chosen))
+        outcome, message = self._message(full, quality, "Answer drawn from the cited passages.", ())
+        return Draft(outcome, message, answer, sources, quality.to_dict(), "extractive")
+
+    def _message(self, full: bool, quality: ContextQuality, base: str, gaps: Sequence[str]) -> tuple[Outcome, str]:
+        note = ""
+        if quality.conflicts:
+            note = " Sources disagree; the active, newest, highest-authority one was preferred: " + \
+                "; ".join(quality.conflicts)
+        if full and not gaps:
+            return Outcome.ANSWER, base + note
+        missing = list(gaps) or quality.missing_aspects
+        gap = f" They do not clearly cover: {', '.join(missing)}." if missing else ""
+        return Outcome.PARTIAL_ANSWER, ("Partial answer: the passages below are related but do not clearly answer "
+                                        "the whole question." + gap + " Treat it as incomplete." + note)
+
+    # ----- LLM ----------------------------------------------------------------------------------
+    def _spend(self) -> None:
+        self.state.llm_calls += 1
+
+    def _generated(self, query: str, chosen: Sequence[Strip], full: bool, quality: ContextQuality) -> Draft:
+        by_chunk: dict[str, list[str]] = {}
+        for strip in chosen:
+            by_chunk.setdefault(strip.chunk_id, []).append(strip.text)
+        evidence = [Evidence(cid, " ".join(texts)) for cid, texts in by_chunk.items()]
+        llm = self.llm
+        if llm is None:  # compose() checked; kept for the type checker
+            return self._extractive(chosen, full, quality)
+        try:
+            self._spend()
+            draft = llm.generate(query, evidence, deadline=self.state.deadline)
+            if not draft.answerable or not draft.claims:
+                return Draft(Outcome.ABSTENTION, "The passages found do not answer this question (the answer "
+                             "writer found nothing in them to state), so I am not answering.", None, [],
+                             quality.to_dict())
+            self._spend()
+            checked = llm.verify(draft, evidence, deadline=self.state.deadline)
+            if not checked.grounded and self.state.llm_left() >= 2:
+                self._spend()
+                draft = llm.generate(query, evidence, deadline=self.state.deadline,
+                                     feedback=[f"{c.text} ({why})" for c, why in checked.unsupported])
+                self._spend()
+                checked = llm.verify(draft, evidence, deadline=self.state.deadline) if draft.claims else \
+                    GroundingResult([], [])
+        except LLMError as exc:
+            self.state.degrade(f"LLM generation or grounding check unavailable, extractive answer given ({exc})")
+            return self._extractive(chosen, full, quality)
+        return self._grounded(draft, checked, full, quality)
+
+    def _grounded(self, draft: GeneratedAnswer, checked: GroundingResult, full: bool,
+                  quality: ContextQuality) -> Draft:
+        if checked.grounded and checked.supported:
+            outcome, message = self._message(full, quality, "Answer written from the cited passages; every "
+                                             "statement was checked against them.", draft.gaps)
+            return Draft(outcome, message, _render(checked.supported), self._cited(checked.supported),
+                         quality.to_dict(), "verified")
+        reasons = "; ".join(f"{c.text!r}: {why}" for c, why in checked.unsupported[:3])
+        if not checked.supported:
+            return Draft(Outcome.ABSTENTION, "A draft answer was written, but the sources support none of its "
+                         f"statements ({reasons}), so I am not answering.", None, [], quality.to_dict(), "none")
+        return Draft(Outcome.PARTIAL_ANSWER, "Partial answer: statements the sources do not support were removed "
+                     f"({reasons}). Treat it as incomplete.", _render(checked.supported),
+                     self._cited(checked.supported), quality.to_dict(), "needs_revision")
+
+    # ----- sources ------------------------------------------------------------------------------
+    def _cited(self, claims: Sequence[Claim]) -> list[dict[str, Any]]:
+        return self._sources(dict.fromkeys(cid for c in claims for cid in c.chunk_ids if cid in self.pool))
+
+    def _sources(self, ids: dict[str, None]) -> list[dict[str, Any]]:
+        out = []
+        for cid in ids:
+            chunk, grade = self.pool[cid]
+            entry = {"chunk_id": cid, "source": chunk.source, "title": chunk.title,
+                     "probability": round(grade.probability, 4)}
+            if chunk.metadata.get("url"):
+                entry["url"] = chunk.metadata["url"]
+            out.append(entry)
+        return out
+
+
+def _render(claims: Sequence[Claim]) -> str:
+    return " ".join(f"{c.text} [{', '.join(c.chunk_ids)}]" for c in claims)

@@ -1,0 +1,142 @@
+"""Corrective steps that need no LLM: chunk heuristics, authority ordering, refinement into strips, rewriting."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from grader.protocol import Grader
+from models.types import Chunk, Grade
+from pipeline.retrieval.documents import StoredChunk
+
+__all__ = [
+    "Strip",
+    "drop_bad_chunks",
+    "identifiers",
+    "keep_identifiers",
+    "order_by_authority",
+    "refine",
+    "rewrite_query",
+]
+
+QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
+                  "were", "do", "does", "did", "can", "could", "should", "would", "the", "a", "an", "of", "in",
+                  "on", "for", "to", "please", "tell", "me", "about", "i", "my", "we", "our", "you", "your"}
+MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
+IDENTIFIER = re.compile(
+    r"\b(?:[A-Z]{2,}[-_]?\d+[\w-]*|\d{4}-\d{2}-\d{2}|\d+(?:[.,/]\d+)*|[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+|"
+    r"[A-Za-z]+-\d+[\w-]*|v\d+(?:\.\d+)*)\b"
+)
+
+
+def _is_corrupt(text: str) -> bool:
+    stripped = text.strip()
+    if len(stripped) < 3:
+        return True
+    bad = sum(1 for ch in stripped if unicodedata.category(ch) in ("Cc", "Co", "Cs", "Cn") and ch not in "\n\t")
+    return bad / len(stripped) > 0.1 or stripped.count("\ufffd") / len(stripped) > 0.05
+
+
+def drop_bad_chunks(chunks: Sequence[StoredChunk]) -> tuple[list[StoredChunk], list[str]]:
+    """Remove empty, corrupt and duplicate chunks before any model sees them; returns (kept, reasons)."""
+    kept, reasons, seen = [], [], set()
+    for chunk in chunks:
+        key = " ".join(chunk.text.lower().split())
+        if _is_corrupt(chunk.text):
+            reasons.append(f"{chunk.chunk_id}: empty or corrupt text")
+        elif key in seen:
+            reasons.append(f"{chunk.chunk_id}: duplicate of an earlier chunk")
+        else:
+            seen.add(key)
+            kept.append(chunk)
+    return kept, reasons
+
+
+def order_by_authority(chunks: Sequence[StoredChunk]) -> tuple[list[StoredChunk], list[str]]:
+    """Deterministic preference: active before superseded, then newest effective date, then authority rank.
+
+    Returns the ordered chunks and the recorded conflicts (same source title, different status or date).
+    """
+    ordered = sorted(chunks, key=lambda c: (c.status != "active", _neg_date(c.effective_date), -c.authority))
+    conflicts = []
+    by_title: dict[str, list[StoredChunk]] = {}
+    for chunk in ordered:
+        if chunk.title:
+            by_title.setdefault(chunk.title, []).append(chunk)
+    for title, group in by_title.items():
+        versions = {(c.status, c.effective_date) for c in group}
+        if len(versions) > 1:
+            winner = group[0]
+            when = winner.effective_date or "no date"
+            conflicts.append(f"{title!r}: preferred {winner.chunk_id} ({winner.status}, {when})"
+                             f" over {[c.chunk_id for c in group[1:]]}")
+    return ordered, conflicts
+
+
+def _neg_date(date: str) -> tuple[int, ...]:
+    digits = [int(part) for part in re.findall(r"\d+", date)[:3]] or [0]
+    return tuple(-d for d in digits)
+
+
+@dataclass(frozen=True)
+class Strip:
+    """A sentence-level piece of a chunk with its grade."""
+
+    chunk_id: str
+    order: int
+    text: str
+    grade: Grade
+
+
+def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_budget: int = 300,
+           min_probability: float = 0.1) -> list[Strip]:
+    """Split chunks into sentence strips, grade them with the same grader, keep the best within the budget,
+    and return them in document order."""
+    strips: list[tuple[str, int, str]] = []
+    for chunk in chunks:
+        body = " ".join(line for line in chunk.text.splitlines() if not MARKDOWN_HEADING.match(line))
+        for sentence in re.split(r"(?<=[.!?])\s+", body):
+            if len(sentence.split()) >= 3:
+                strips.append((chunk.chunk_id, len(strips), sentence.strip()))
+    if not strips:
+        return []
+    grades = grader.grade(query, [Chunk(text=s[2], chunk_id=s[0]) for s in strips])
+    ranked = sorted(range(len(strips)), key=lambda i: -grades[i].probability)
+    kept: list[int] = []
+    used = 0
+    for i in ranked:
+        if grades[i].probability < min_probability:
+            break
+        cost = len(strips[i][2].split())
+        if used + cost > token_budget and kept:
+            continue
+        kept.append(i)
+        used += cost
+    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i]) for i in sorted(kept)]
+
+
+def identifiers(text: str) -> set[str]:
+    """Invoice numbers, product names, dates, IDs and numbers a rewrite must keep."""
+    return set(IDENTIFIER.findall(text))
+
+
+def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
+    """A keyword query focused on the content words (and any missing aspects), keeping every identifier.
+
+    If the rewrite would drop an identifier, the raw query is returned instead.
+    """
+    words = [w for w in re.findall(r"[\w'-]+", query) if w.lower() not in QUESTION_WORDS]
+    kept: list[str] = []
+    for word in [*words, *missing]:
+        if word.strip() and word.lower() not in (k.lower() for k in kept):
+            kept.append(word.strip())
+    if not any(len(w) >= 3 for w in words):
+        return query
+    return keep_identifiers(query, " ".join(kept))
+
+
+def keep_identifiers(query: str, candidate: str) -> str:
+    """``candidate`` when it keeps every identifier of ``query`` (any rewriter's output), else the raw query."""
+    return candidate if candidate.strip() and identifiers(query) <= identifiers(candidate) else query

@@ -1,0 +1,222 @@
+"""The corrective orchestrator: retrieve -> check -> grade -> decide -> correct -> generate -> ground.
+
+A bounded state machine over fallback tiers, each a different strategy: the caller's search, then a
+rewritten query with filters relaxed and a larger k, then web search (if a provider is configured and
+the privacy guard allows), then abstention. It stops at CORRECT, at ``max_rounds``, or at the deadline;
+one LLM-call budget covers grading escalations, context checks, generation and grounding. Permissions
+are never relaxed: they live inside the retriever. Every step lands in the trace.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from grader.cascade import llm_outage
+from grader.policy import ThresholdPolicy, decide
+from grader.protocol import Grader
+from models.errors import ConfigError, LLMError
+from models.types import Chunk, Decision, Grade, Verdict, is_blank
+from pipeline.corrective.answering import Answerer, Draft
+from pipeline.corrective.context_quality import ContextQuality, heuristic_quality
+from pipeline.corrective.correction import drop_bad_chunks, order_by_authority, refine, rewrite_query
+from pipeline.corrective.generation import Evidence, LLMAnswerer
+from pipeline.corrective.outcomes import Outcome, RAGResult, TraceStep
+from pipeline.corrective.state import RAGConfig, RunState
+from pipeline.retrieval.documents import Principal, StoredChunk
+from pipeline.retrieval.index import Retriever
+from pipeline.retrieval.web_search import PrivacyGuard, WebSearchError, WebSearchProvider
+
+__all__ = ["CorrectiveRAG", "Outcome", "RAGConfig", "RAGResult", "RunState", "TraceStep"]
+
+
+class _BudgetedGrader:
+    """The pipeline's grader as seen by refinement: same model, same shared LLM budget."""
+
+    def __init__(self, rag: CorrectiveRAG, state: RunState) -> None:
+        self.rag, self.state = rag, state
+
+    def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
+        return self.rag._grade(query, [c if isinstance(c, Chunk) else Chunk(text=c) for c in chunks], self.state)
+
+
+class CorrectiveRAG:
+    """Corrective RAG over a permission-aware retriever and any Grader (the cascade or the model alone).
+
+    ``answerer`` (an :class:`LLMAnswerer`) enables LLM generation with a grounding check; without it
+    the pipeline answers extractively from refined strips (grader-only mode) or abstains.
+    """
+
+    def __init__(self, retriever: Retriever, grader: Grader, *, policy: ThresholdPolicy | None = None,
+                 config: RAGConfig | None = None, answerer: LLMAnswerer | None = None,
+                 web: WebSearchProvider | None = None, privacy: PrivacyGuard | None = None) -> None:
+        self.retriever = retriever
+        self.grader = grader
+        self.policy = policy or getattr(grader, "policy", None) or ThresholdPolicy()
+        self.config = config or RAGConfig()
+        self.llm = answerer
+        self.web = web
+        self.privacy = privacy or PrivacyGuard()
+
+    # ----- the loop ------------------------------------------------------------------------------
+    def run(self, query: str, principal: Principal, *, filters: dict[str, Any] | None = None,
+            confidential: bool = False) -> RAGResult:
+        """Answer, partially answer, ask to clarify, abstain or report access denied; never raises on an
+        outside failure (the LLM or web search), which degrades the result and is flagged instead."""
+        if not isinstance(query, str) or is_blank(query):
+            raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
+        if len(query) > self.config.max_query_chars:
+            raise ConfigError(f"query is {len(query)} characters; the limit is {self.config.max_query_chars}")
+        state = RunState(self.config)
+        content_words = [w for w in re.findall(r"\w+", query) if len(w) > 2]
+        if len(content_words) < self.config.min_query_words:
+            state.trace.step("clarify", state.start, reason="query too short to retrieve on", words=content_words)
+            return self._result(state, Outcome.CLARIFICATION, "Your question is too short to search on. Could you "
+                                "say what you want to know, e.g. which document, product or period it is about?")
+        pool: dict[str, tuple[StoredChunk, Grade]] = {}
+        decision: Decision | None = None
+        current, tier_used, conflicts = query, "", []
+        tiers = [("initial search", self.config.k, filters, False), ("rewrite + broader search",
+                 self.config.broader_k, None, False), ("web search", self.config.web_k, None, True)]
+        rounds = 0
+        for name, k, tier_filters, is_web in tiers:
+            if rounds >= self.config.max_rounds:
+                break
+            if state.expired():
+                state.trace.step("stop", time.monotonic(), reason="deadline reached")
+                break
+            if rounds:
+                state.trace.step("correct", time.monotonic(), strategy=name, query=current, k=k)
+            hits = self._web_hits(query, current, k, confidential, state) if is_web else \
+                self._index_hits(current, principal, k, tier_filters, state, rounds + 1)
+            if hits is None:
+                continue
+            rounds += 1
+            tier_used = name
+            t0 = time.monotonic()
+            hits, dropped = drop_bad_chunks([c for c in hits if c.chunk_id not in pool])
+            hits, new_conflicts = order_by_authority(hits)
+            conflicts += new_conflicts
+            state.trace.step("check", t0, kept=len(hits), dropped=dropped, conflicts=new_conflicts)
+            if hits:
+                self._grade_into(query, hits, pool, state)
+            decision = decide([g for _, g in pool.values()], self.policy)
+            state.trace.step("decide", time.monotonic(), decision=decision.value, round=rounds)
+            if decision is Decision.CORRECT:
+                break
+            quality = self._assess(query, pool, decision, conflicts, state)
+            current = self._rewrite(query, quality.missing_aspects, state)
+        state.tier = tier_used
+        return self._answer(query, principal, pool, decision, conflicts, state)
+
+    def _index_hits(self, query: str, principal: Principal, k: int, filters: dict[str, Any] | None,
+                    state: RunState, round_no: int) -> list[StoredChunk]:
+        t0 = time.monotonic()
+        hits = [c for c, _ in self.retriever.search(query, principal, k=k, filters=filters)]
+        state.trace.step("retrieve", t0, round=round_no, query=query, k=k, filters=filters or {},
+                         hits=[c.chunk_id for c in hits])
+        return hits
+
+    def _web_hits(self, query: str, current: str, k: int, confidential: bool,
+                  state: RunState) -> list[StoredChunk] | None:
+        """Web results, or None when this tier is skipped (no provider, private query, provider down)."""
+        t0 = time.monotonic()
+        if self.web is None:
+            state.trace.step("web_search", t0, skipped="no web search provider configured")
+            return None
+        blocked = self.privacy.blocked_reason(query, confidential=confidential) or \
+            self.privacy.blocked_reason(current)
+        if blocked:
+            state.trace.step("web_search", t0, skipped=f"privacy rule: {blocked}; the query was not sent")
+            return None
+        try:
+            hits = self.web.search(current, k=k)
+        except WebSearchError as exc:
+            state.degrade(f"web search unavailable: {exc}")
+            state.trace.step("web_search", t0, provider=self.web.name, error=str(exc))
+            return None
+        state.trace.step("web_search", t0, provider=self.web.name, query=current,
+                         hits=[{"id": c.chunk_id, "url": c.metadata.get("url")} for c in hits])
+        return hits
+
+    def _grade(self, query: str, chunks: list[Chunk], state: RunState) -> list[Grade]:
+        within = getattr(self.grader, "grade_within", None)
+        if within is None:
+            return self.grader.grade(query, chunks)
+        grades, calls = within(query, chunks, max_llm_calls=state.llm_left(), deadline=state.deadline)
+        state.llm_calls += calls
+        for grade in grades:
+            if llm_outage(grade):
+                state.degrade(f"LLM grader unavailable, the small model's grade was kept ({grade.reason})")
+        return grades
+
+    def _grade_into(self, query: str, hits: list[StoredChunk], pool: dict[str, tuple[StoredChunk, Grade]],
+                    state: RunState) -> None:
+        t0 = time.monotonic()
+        grades = self._grade(query, [Chunk(text=c.text, chunk_id=c.chunk_id) for c in hits], state)
+        pool.update({c.chunk_id: (c, g) for c, g in zip(hits, grades, strict=True)})
+        state.trace.step("grade", t0, llm_calls_so_far=state.llm_calls, grades={
+            c.chunk_id: {"p": round(g.probability, 4), "verdict": g.verdict.value, "by": g.decided_by,
+                         "uncertain": g.uncertain, **({"escalation": g.reason} if g.escalation_failed else {})}
+            for c, g in zip(hits, grades, strict=True)})
+
+    def _assess(self, query: str, pool: dict[str, tuple[StoredChunk, Grade]], decision: Decision,
+                conflicts: list[str], state: RunState) -> ContextQuality:
+        """Heuristic quality; the LLM's when the decision is AMBIGUOUS, an LLM is set and the budget allows."""
+        t0 = time.monotonic()
+        positive = [c for c, g in pool.values() if g.verdict.is_positive or g.uncertain]
+        quality = heuristic_quality(query, [c.text for c in positive], decision, conflicts)
+        if decision is Decision.AMBIGUOUS and self.llm is not None and state.llm_left() and positive:
+            state.llm_calls += 1
+            try:
+                judged = self.llm.assess(query, [Evidence(c.chunk_id, c.text) for c in positive[:6]],
+                                         deadline=state.deadline)
+                quality = ContextQuality(judged.quality, judged.answered_aspects, judged.missing_aspects, "llm",
+                                         conflicts)
+            except LLMError as exc:
+                state.degrade(f"LLM context check unavailable, heuristic used ({exc})")
+        state.trace.step("assess", t0, **quality.to_dict())
+        return quality
+
+    def _rewrite(self, query: str, missing: list[str], state: RunState) -> str:
+        t0 = time.monotonic()
+        rewritten = rewrite_query(query, missing)
+        state.trace.step("rewrite", t0, rewritten=rewritten, missing_aspects=missing,
+                         kept_raw_query=rewritten == query)
+        return rewritten
+
+    # ----- answering -----------------------------------------------------------------------------
+    def _answer(self, query: str, principal: Principal, pool: dict[str, tuple[StoredChunk, Grade]],
+                decision: Decision | None, conflicts: list[str], state: RunState) -> RAGResult:
+        usable = [c for c, g in pool.values() if g.verdict is not Verdict.IRRELEVANT or g.uncertain]
+        if not usable:
+            t0 = time.monotonic()
+            hidden = self.retriever.hidden_matches(query, principal)
+            state.trace.step("access_check", t0, hidden_matches=hidden > 0)
+            if hidden:
+                return self._result(state, Outcome.ACCESS_DENIED, "Documents that may answer this exist, but your "
+                                    "account does not have access to them. Ask an administrator for access.",
+                                    decision=decision)
+            return self._result(state, Outcome.ABSTENTION, "I could not find documents that answer this question, "
+                                "so I am not answering rather than guessing.", decision=decision)
+        t0 = time.monotonic()
+        strips = refine(query, usable, _BudgetedGrader(self, state), token_budget=self.config.strip_token_budget)
+        state.trace.step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)}
+                                               for s in strips])
+        answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability)
+        draft = answerer.compose(query, strips, decision, conflicts)
+        return self._from_draft(state, draft, decision)
+
+    def _from_draft(self, state: RunState, draft: Draft, decision: Decision | None) -> RAGResult:
+        return self._result(state, draft.outcome, draft.message, answer=draft.answer, sources=draft.sources,
+                            decision=decision, quality=draft.quality, grounding=draft.grounding)
+
+    @staticmethod
+    def _result(state: RunState, outcome: Outcome, message: str, *, answer: str | None = None,
+                sources: list[dict[str, Any]] | None = None, decision: Decision | None = None,
+                quality: dict[str, Any] | None = None, grounding: str = "none") -> RAGResult:
+        return RAGResult(outcome, message, answer, sources or [], decision, state.trace.steps, quality=quality,
+                         grounding=grounding, degraded=bool(state.degraded), degraded_reasons=list(state.degraded),
+                         llm_calls=state.llm_calls, tier=state.tier)

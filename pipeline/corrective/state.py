@@ -1,0 +1,61 @@
+"""The bounds of one corrective run (:class:`RAGConfig`) and its running budget and trace (:class:`RunState`).
+
+Its own module so that the loop and the answerer both import it without importing each other.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from models.errors import ConfigError
+from pipeline.corrective.outcomes import Trace
+
+__all__ = ["RAGConfig", "RunState"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RAGConfig:
+    """Bounds of one run. ``max_llm_calls=0`` forbids the LLM even when one is configured."""
+
+    k: int = 6
+    broader_k: int = 16
+    web_k: int = 5
+    max_rounds: int = 3
+    max_llm_calls: int = 8
+    deadline_s: float = 20.0
+    strip_token_budget: int = 120
+    min_query_words: int = 2
+    max_query_chars: int = 2000
+    min_answer_probability: float | None = None  # weak strips below this are not used (default: policy.lower)
+
+    def __post_init__(self) -> None:
+        if (self.k < 1 or self.broader_k < self.k or self.web_k < 1 or self.max_rounds < 1 or self.deadline_s <= 0
+                or self.max_llm_calls < 0 or self.strip_token_budget < 10
+                or not (self.min_answer_probability is None or 0 <= self.min_answer_probability <= 1)):
+            raise ConfigError(f"invalid RAGConfig {self}: need k >= 1, broader_k >= k, web_k >= 1, max_rounds >= 1, "
+                              "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10, "
+                              "min_answer_probability in [0, 1]")
+
+
+class RunState:
+    """Budget and bookkeeping of one run: deadline, LLM calls spent, degradations, the trace."""
+
+    def __init__(self, config: RAGConfig) -> None:
+        self.start = time.monotonic()
+        self.deadline = self.start + config.deadline_s
+        self.max_llm_calls = config.max_llm_calls
+        self.llm_calls = 0
+        self.degraded: list[str] = []
+        self.tier = ""
+        self.trace = Trace()
+
+    def llm_left(self) -> int:
+        return max(0, self.max_llm_calls - self.llm_calls)
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def degrade(self, reason: str) -> None:
+        if reason not in self.degraded:
+            self.degraded.append(reason)

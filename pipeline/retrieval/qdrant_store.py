@@ -1,0 +1,157 @@
+"""A :class:`Retriever` on Qdrant: hybrid dense + sparse (BM25-weighted) search fused with RRF.
+
+The same code runs against Qdrant's local mode (``location=":memory:"`` or ``path=...``, for tests and
+single machines) and a Qdrant server or cluster (``url=...``) in production. Tenant and role filters
+are Qdrant payload filters inside every query, so nothing outside the caller's scope is ever scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import fields
+from typing import Any
+
+from models.deps import require
+from models.errors import ConfigError
+from pipeline.retrieval.documents import Principal, StoredChunk
+from pipeline.retrieval.embedding import Embedder, default_embedder
+from pipeline.retrieval.index import query_tokens
+
+__all__ = ["QdrantRetriever"]
+
+DENSE, SPARSE = "dense", "bm25"
+K1, B, AVG_TOKENS = 1.2, 0.75, 120.0
+_FIELDS = {f.name for f in fields(StoredChunk)}
+
+
+def _term_id(token: str) -> int:
+    return int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=4).digest(), "big")
+
+
+def sparse_terms(text: str, *, query: bool = False) -> tuple[list[int], list[float]]:
+    """Hashed term ids and BM25 term-frequency weights (Qdrant's IDF modifier supplies the IDF)."""
+    counts = Counter(query_tokens(text))
+    if not counts:
+        return [], []
+    length = sum(counts.values())
+    weights: dict[int, float] = {}
+    for token, tf in counts.items():
+        weight = 1.0 if query else tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / AVG_TOKENS))
+        term = _term_id(token)
+        weights[term] = weights.get(term, 0.0) + weight
+    return list(weights), list(weights.values())
+
+
+class QdrantRetriever:
+    """Qdrant-backed retriever; pass ``client`` or one of ``location`` / ``path`` / ``url``."""
+
+    def __init__(self, collection: str = "crag", *, client: Any = None, location: str | None = None,
+                 path: str | None = None, url: str | None = None, api_key: str | None = None,
+                 embedder: Embedder | None = None, prefetch_factor: int = 4) -> None:
+        self._qm = require("qdrant_client", "qdrant").models
+        if client is None:
+            if sum(x is not None for x in (location, path, url)) != 1:
+                raise ConfigError("QdrantRetriever needs exactly one of location=':memory:', path=DIR or url=URL")
+            client = require("qdrant_client", "qdrant").QdrantClient(location=location, path=path, url=url,
+                                                                      api_key=api_key)
+        if prefetch_factor < 1:
+            raise ConfigError(f"prefetch_factor must be >= 1, got {prefetch_factor}")
+        self.client = client
+        self.collection = collection
+        self.prefetch_factor = prefetch_factor
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    def _ensure_collection(self, size: int) -> None:
+        client, models = self.client, self._qm
+        if client.collection_exists(self.collection):
+            return
+        client.create_collection(
+            self.collection, vectors_config={DENSE: models.VectorParams(size=size, distance=models.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)})
+        for key in ("tenant", "allowed_roles", "status"):
+            client.create_payload_index(self.collection, key, models.PayloadSchemaType.KEYWORD)
+
+    def add(self, chunks: Iterable[StoredChunk], *, batch_size: int = 256) -> int:
+        """Upsert chunks (the same chunk_id replaces); returns how many were written."""
+        models = self._qm
+        items = list(chunks)
+        for start in range(0, len(items), batch_size):
+            batch = items[start : start + batch_size]
+            vectors = self.embedder.embed([c.text for c in batch])
+            self._ensure_collection(int(vectors.shape[1]))
+            points = []
+            for chunk, vector in zip(batch, vectors, strict=True):
+                indices, values = sparse_terms(f"{chunk.title}\n{chunk.text}")
+                points.append(models.PointStruct(
+                    id=str(uuid.uuid5(uuid.NAMESPACE_URL, chunk.chunk_id)), payload=chunk.to_dict(),
+                    vector={DENSE: vector.tolist(), SPARSE: models.SparseVector(indices=indices, values=values)}))
+            self.client.upsert(self.collection, points=points, wait=True)
+        return len(items)
+
+    # ----- filters -------------------------------------------------------------------------------
+    def _readable(self, principal: Principal) -> Any:
+        models = self._qm
+        roles: list[Any] = [models.IsEmptyCondition(is_empty=models.PayloadField(key="allowed_roles"))]
+        if principal.roles:
+            roles.append(models.FieldCondition(key="allowed_roles", match=models.MatchAny(any=sorted(principal.roles))))
+        return models.Filter(should=roles)
+
+    def _tenant(self, principal: Principal) -> Any:
+        return self._qm.FieldCondition(key="tenant", match=self._qm.MatchValue(value=principal.tenant))
+
+    def _filter(self, principal: Principal, filters: dict[str, Any] | None) -> Any:
+        models = self._qm
+        must: list[Any] = [self._tenant(principal), self._readable(principal)]
+        for key, value in (filters or {}).items():
+            field = key if key in _FIELDS else f"metadata.{key}"
+            must.append(models.FieldCondition(key=field, match=models.MatchValue(value=value)))
+        return models.Filter(must=must)
+
+    # ----- Retriever -----------------------------------------------------------------------------
+    def search(self, query: str, principal: Principal, *, k: int = 8,
+               filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
+        if k < 1:
+            raise ConfigError(f"k must be >= 1, got {k}")
+        if not self.client.collection_exists(self.collection):
+            return []
+        models = self._qm
+        scope = self._filter(principal, filters)
+        dense = self.embedder.embed([query])[0].tolist()
+        indices, values = sparse_terms(query, query=True)
+        prefetch = [models.Prefetch(query=dense, using=DENSE, limit=k * self.prefetch_factor, filter=scope)]
+        if indices:
+            prefetch.append(models.Prefetch(query=models.SparseVector(indices=indices, values=values), using=SPARSE,
+                                            limit=k * self.prefetch_factor, filter=scope))
+        response = self.client.query_points(self.collection, prefetch=prefetch, limit=k, query_filter=scope,
+                                            query=models.FusionQuery(fusion=models.Fusion.RRF), with_payload=True)
+        return [(StoredChunk.from_dict(p.payload), float(p.score)) for p in response.points]
+
+    def hidden_matches(self, query: str, principal: Principal) -> int:
+        """Strong lexical matches in the caller's own tenant that its roles may not read (a count only)."""
+        if not self.client.collection_exists(self.collection):
+            return 0
+        models = self._qm
+        indices, values = sparse_terms(query, query=True)
+        if not indices:
+            return 0
+        vector = models.SparseVector(indices=indices, values=values)
+        hidden = models.Filter(must=[self._tenant(principal)], must_not=[self._readable(principal)])
+        visible = models.Filter(must=[self._tenant(principal), self._readable(principal)])
+        hidden_hits = self.client.query_points(self.collection, query=vector, using=SPARSE, limit=5,
+                                               query_filter=hidden).points
+        if not hidden_hits:
+            return 0
+        visible_hits = self.client.query_points(self.collection, query=vector, using=SPARSE, limit=1,
+                                                query_filter=visible).points
+        best_visible = visible_hits[0].score if visible_hits else 0.0
+        best = hidden_hits[0].score
+        return sum(1 for p in hidden_hits if p.score >= 0.5 * best and p.score > best_visible)

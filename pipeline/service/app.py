@@ -1,0 +1,230 @@
+"""The HTTP service (FastAPI): grading and full corrective RAG for many tenants, behind API keys.
+
+- ``POST /v1/grade`` and ``POST /v1/query`` need ``Authorization: Bearer <key>``; the key decides the
+  tenant and roles, so every retrieval is scoped to them (callers cannot choose a tenant).
+- ``GET /healthz`` (alive), ``/readyz`` (model and index loaded, worker running), ``/metrics``.
+- One grader is loaded per process and owned by a micro-batching worker thread; pipeline runs happen in
+  a thread pool. Outside failures (LLM, web search) degrade the answer and are flagged: never a 500.
+- Request bodies over the limit get 413 before they are parsed; rate limits give 429 with Retry-After.
+"""
+
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.cascade import CascadeGrader, llm_outage
+from grader.cross_encoder import CrossEncoderGrader
+from grader.llm import LLMGrader
+from grader.policy import decide
+from models.deps import require
+from models.errors import ConfigError, CragError
+from models.types import Chunk, Grade
+from pipeline.corrective.assembly import PipelineSettings, build_rag
+from pipeline.corrective.loop import CorrectiveRAG
+from pipeline.retrieval.index import Retriever
+from pipeline.service.keys import ApiKey, KeyStore
+from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.microbatch import BatchedGrader, MicroBatcher
+from pipeline.service.rate_limit import RateLimiter
+from pipeline.service.schemas import GradeOut, GradeResponse, Limits, QueryResponse, request_models
+
+__all__ = ["ServiceConfig", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class ServiceConfig:
+    """What one worker serves. ``retriever`` is built by the caller (local index or Qdrant)."""
+
+    keys: KeyStore
+    retriever: Retriever
+    grader: CrossEncoderGrader
+    pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    limits: Limits = field(default_factory=lambda: Limits())
+    micro_batch_wait_ms: float = 5.0
+    micro_batch_max_pairs: int = 64
+    request_timeout_s: float = 60.0
+
+
+class _State:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.metrics = ServiceMetrics()
+        self.batcher = MicroBatcher(config.grader, max_wait_ms=config.micro_batch_wait_ms,
+                                    max_pairs=config.micro_batch_max_pairs)
+        self.batcher.on_batch = self.metrics.batch
+        self.primary = BatchedGrader(self.batcher, timeout_s=config.request_timeout_s)
+        llm = LLMGrader(config.pipeline.llm) if config.pipeline.llm is not None else None
+        self.cascade = CascadeGrader(primary=self.primary, escalate_to=llm, policy=config.grader.policy)
+        self.rag: CorrectiveRAG = build_rag(config.retriever, config.pipeline, primary=self.primary, llm_grader=llm)
+        self.limiter = RateLimiter(config.limits.rate_per_minute)
+        self.ready = True
+
+
+def create_app(config: ServiceConfig) -> Any:
+    """The FastAPI application for one worker process."""
+    require("fastapi", "serve")
+    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi.concurrency import run_in_threadpool
+    from fastapi.responses import JSONResponse, Response
+
+    state = _State(config)
+    GradeRequest, QueryRequest = request_models(config.limits)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        yield
+        state.ready = False  # uvicorn has finished the in-flight requests; stop the worker last
+        state.batcher.close()
+
+    app = FastAPI(title="crag-grader", version="0.1.0", lifespan=lifespan,
+                  description="Relevance grading and corrective RAG with a small calibrated grader.")
+    app.state.crag = state
+    limits = config.limits
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        endpoint = request.url.path
+        started = time.perf_counter()
+        try:
+            response = await call_next(request)
+        except Exception:  # a bug, not an outside failure: log it, answer 500 without internals
+            logger.exception("unhandled error on %s", endpoint)
+            response = JSONResponse({"detail": "internal error"}, status_code=500)
+        if endpoint.startswith("/v1/"):
+            state.metrics.requests.labels(endpoint, str(response.status_code)).inc()
+            state.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        return response
+
+    @app.exception_handler(TimeoutError)
+    async def timed_out(request: Request, exc: TimeoutError) -> Any:
+        return JSONResponse({"detail": f"grading took longer than {config.request_timeout_s}s; retry later"},
+                            status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(CragError)
+    async def crag_error(request: Request, exc: CragError) -> Any:
+        return JSONResponse({"detail": str(exc)}, status_code=400 if isinstance(exc, ConfigError) else 503)
+
+    def caller(request: Request) -> ApiKey:
+        header = request.headers.get("authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else None
+        key = config.keys.authenticate(token)
+        if key is None:
+            raise HTTPException(401, "missing or invalid API key (send Authorization: Bearer <key>)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        wait = state.limiter.acquire(key.key_id, rate_per_minute=key.rate_per_minute)
+        if wait > 0:
+            state.metrics.rate_limited.inc()
+            raise HTTPException(429, f"rate limit reached for this key; retry in {wait:.1f}s",
+                                headers={"Retry-After": str(max(1, round(wait)))})
+        return key
+
+    errors: dict[int | str, dict[str, Any]] = {400: {"description": "malformed JSON or invalid value"},
+                                               401: {"description": "missing or invalid API key"},
+                                               413: {"description": "body too large"},
+                                               429: {"description": "rate limit"},
+                                               503: {"description": "overloaded: retry after the given time"}}
+    authenticated = Depends(caller)
+
+    @app.post("/v1/grade", response_model=GradeResponse, responses=errors)
+    async def grade(payload: GradeRequest, key: ApiKey = authenticated) -> GradeResponse:  # type: ignore[valid-type]
+        body: Any = payload  # the class is built per deployment; mypy cannot see its fields
+        chunks = [Chunk(text=c.text, chunk_id=c.chunk_id) for c in body.chunks]
+        first = await asyncio.wait_for(asyncio.wrap_future(state.batcher.submit(body.query, chunks)),
+                                       timeout=config.request_timeout_s)
+        grades: list[Grade] = first
+        if body.escalate and state.cascade.llm is not None and any(g.uncertain for g in first):
+            grades, _ = await run_in_threadpool(state.cascade.grade_within, body.query, chunks, primary_grades=first)
+        state.metrics.graded(grades)
+        degraded = any(llm_outage(g) for g in grades)
+        if degraded:
+            state.metrics.degraded.labels("/v1/grade").inc()
+        return GradeResponse(
+            decision=decide(grades, config.grader.policy).value, model=config.grader.name, degraded=degraded,
+            escalated=sum(1 for g in grades if g.decided_by == "llm"),
+            grades=[GradeOut.model_validate({
+                "chunk_id": g.chunk_id, "verdict": g.verdict.value, "probability": g.probability,
+                "uncertain": g.uncertain, "decided_by": g.decided_by, "escalation_failed": g.escalation_failed,
+                "truncated": g.truncated, "reason": g.reason,
+                "llm_verdict": g.llm_verdict.value if g.llm_verdict else None}) for g in grades])
+
+    @app.post("/v1/query", response_model=QueryResponse, responses=errors)
+    async def query(payload: QueryRequest, key: ApiKey = authenticated) -> QueryResponse:  # type: ignore[valid-type]
+        body: Any = payload
+        result = await run_in_threadpool(state.rag.run, body.query, key.principal, filters=body.filters,
+                                         confidential=body.confidential)
+        state.metrics.answered(result.outcome.value, result.tier, result.degraded_reasons)
+        grades = [g for t in result.trace if t.action == "grade" for g in t.detail.get("grades", {}).values()]
+        state.metrics.chunks.inc(len(grades))
+        if result.degraded:
+            state.metrics.degraded.labels("/v1/query").inc()
+        return QueryResponse(**result.to_dict())
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "not ready"}})
+    async def readyz() -> Any:
+        ready = state.ready and state.batcher.alive
+        llm = state.cascade.llm
+        body = {"ready": ready, "model": config.grader.name,
+                "llm_circuit": llm.breaker.state if llm is not None else "not configured"}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics", response_class=Response,
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+    async def metrics() -> Any:
+        data, content_type = state.metrics.render()
+        return Response(data, media_type=content_type)
+
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    return app
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for bodies over ``max_bytes``, by Content-Length or while streaming (chunked)."""
+
+    def __init__(self, app: Any, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await self._reject(send)
+            return
+        messages, size = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._reject(send)
+                return
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        replay = iter(messages)
+
+        async def buffered() -> Any:
+            return next(replay, None) or await receive()
+
+        await self.app(scope, buffered, send)
+
+    async def _reject(self, send: Any) -> None:
+        body = json.dumps({"detail": f"request body over the {self.max_bytes}-byte limit"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,135 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.cli.main import main
+
+QUERY = "In what country is Normandy located?"
+
+
+def test_grade_json(capsys, tmp_path):
+    chunks = tmp_path / "chunks.jsonl"
+    chunks.write_text(json.dumps({"text": "Normandy is a region in France.", "chunk_id": "a"}) + "\n"
+                      + json.dumps({"text": "Bananas are yellow.", "chunk_id": "b"}) + "\n", encoding="utf-8")
+    assert main(["grade", "--query", QUERY, "--chunks", str(chunks), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["chunk_id"] for r in rows] == ["a", "b"]
+    assert rows[0]["probability"] > rows[1]["probability"]
+    assert {"verdict", "probability", "decided_by", "uncertain", "truncated"} <= set(rows[0])
+
+
+def test_grade_table_and_text_chunks(capsys, tmp_path):
+    chunks = tmp_path / "chunks.txt"
+    chunks.write_text("Normandy is a region in France.\n\nBananas are yellow.\n", encoding="utf-8")
+    assert main(["grade", "--query", QUERY, "--chunks", str(chunks), "--chunk", "Rouen is in Normandy."]) == 0
+    out = capsys.readouterr().out
+    assert "P(relevant)" in out and "Bananas" in out and "arg1" in out
+
+
+def test_eval_writes_report_and_plots(capsys, tmp_path, squad_pairs_file):
+    report = tmp_path / "r.json"
+    code = main(["eval", "--model", "default", "--data", str(squad_pairs_file), "--json", str(report),
+                 "--plots", str(tmp_path / "p")])
+    assert code == 0
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert {"auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate", "ece", "brier",
+            "n"} <= set(data)
+    assert data["auroc"] > 0.8  # the shipped grader separates this SQuAD sample well
+    assert (tmp_path / "p_reliability.png").is_file()
+
+
+def test_calibrate_writes_a_new_bundle(capsys, tmp_path, squad_pairs_file):
+    out = tmp_path / "recal"
+    assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
+                 "--target-escalation", "0.2", "--calibration", "platt"]) == 0
+    from models import read_bundle
+
+    m = read_bundle(out).manifest
+    assert m.thresholds["target"]["max_escalation"] == 0.2 and "recalibration" in m.metrics
+    assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+
+
+def test_convert_and_train_via_cli(capsys, tmp_path, fixtures):
+    pairs = tmp_path / "pairs.jsonl"
+    assert main(["convert", "squad", str(fixtures / "squad_mini.json"), "--out", str(pairs)]) == 0
+    assert main(["train", "--data", str(pairs), "--out", str(tmp_path / "m"), "--max-steps", "2",
+                 "--max-length", "48", "--batch-size", "8", "--no-progress", "--target-escalation", "0.5"]) == 0
+    result = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")
+    assert result["steps"] == 2 and "crag export" in result["next"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["grade", "--query", QUERY, "--chunks", "/nonexistent.jsonl"], "no such file"),
+     (["grade", "--model", "defualt", "--query", QUERY, "--chunk", "x"], "did you mean 'default'"),
+     (["grade", "--query", QUERY], "no chunks to grade"),
+     (["eval", "--data", "/nonexistent.jsonl"], "no such file"),
+     (["train", "--data", "/nonexistent.jsonl", "--out", "/tmp/x"], "no such file")],
+)
+def test_errors_are_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_console_script_has_no_traceback():
+    out = subprocess.run([sys.executable, "-m", "pipeline.cli", "eval", "--data", "/nope.tsv"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "no such file" in out.stderr
+
+
+@pytest.fixture
+def demo_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRAG_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_ask_demo_answers_with_citations_and_a_trace(capsys, demo_cache):
+    assert main(["ask", "--demo", "When did Herve serve as a Byzantine general?", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["outcome"] in ("answer", "partial_answer") and result["sources"][0]["source"] == "Normans.md"
+    assert "1050s" in result["answer"] and "[Normans.md#" in result["answer"] and result["llm_calls"] == 0
+    assert [t["action"] for t in result["trace"]][:3] == ["retrieve", "check", "grade"]
+    assert main(["ask", "--demo", "Who won the 2018 FIFA World Cup?", "--trace"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("[abstention]") and "trace:" in text and "retrieve" in text
+
+
+def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "reset.md").write_text("# Password reset\n\nTo reset your password, open Settings, choose Security "
+                                   "and press Reset password. A link is e-mailed to you.\n", encoding="utf-8")
+    index = str(tmp_path / "idx")
+    assert main(["index", "add", str(docs), "--index", index, "--tenant", "acme", "--roles", "support"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunks_added"] == 1
+    assert main(["ask", "--index", index, "--tenant", "acme", "--roles", "support", "--json",
+                 "How do I reset my password?"]) == 0
+    allowed = json.loads(capsys.readouterr().out)
+    assert allowed["outcome"] != "access_denied" and allowed["trace"][0]["detail"]["hits"][0].startswith("reset.md")
+    assert main(["ask", "--index", index, "--tenant", "acme", "--json", "How do I reset my password?"]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "access_denied"
+    assert main(["ask", "--index", str(tmp_path / "nope"), "--json", "How do I reset my password?"]) == 2
+    assert "is not an index" in capsys.readouterr().err
+
+
+def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, demo_cache):
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("\n".join(json.dumps(x) for x in [
+        {"query": "When did Herve serve as a Byzantine general?", "expected_action": "answer",
+         "expected_sources": ["Normans.md"], "must_abstain": False, "answers": ["1050s"]},
+        {"query": "Who won the 2018 FIFA World Cup?", "expected_action": "abstain", "expected_sources": [],
+         "must_abstain": True},
+    ]) + "\n", encoding="utf-8")
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 2 and report["abstention_fidelity"] == 1.0 and report["answer_rate_when_answerable"] == 1.0
+    assert report["llm_calls_per_query"] == 0.0 and report["latency_ms_p50"] > 0
+    assert report["gold_answer_in_answer"] == 1.0 and report["sources_accuracy_when_answered"] == 1.0
+    assert {"recovery_rate", "wrong_answer_rate", "expected_action_accuracy", "degraded_rate"} <= set(report)
+    golden.write_text('{"query": "x y z", "must_abstain": "no"}\n', encoding="utf-8")
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
+    assert "golden.jsonl:1" in capsys.readouterr().err

@@ -1,0 +1,163 @@
+"""The corrective pipeline over a real local index: permissions, outcomes, correction helpers, ingestion."""
+
+import pytest
+
+from models import ConfigError, DataError
+from pipeline.corrective.correction import (
+    drop_bad_chunks,
+    identifiers,
+    keep_identifiers,
+    order_by_authority,
+    rewrite_query,
+)
+from pipeline.corrective.loop import CorrectiveRAG, Outcome
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.index import LocalHybridIndex
+from pipeline.retrieval.ingest import ingest
+from tests.pipeline.conftest import CORPUS, LEGAL_A, TENANT_A, TENANT_B, HashEmbedder, make_chunk
+
+_chunk = make_chunk
+
+
+def test_search_never_returns_another_tenants_chunks(retriever):
+    queries = ("invoice INV-2044 paid", "Paris France", "when was the invoice paid", "tenant B", "Project Falcon club",
+               "bird-watching Sundays")
+    for query in queries:
+        for principal in (TENANT_A, LEGAL_A):
+            hits = retriever.search(query, principal, k=10)
+            assert hits and all(c.tenant == "a" for c, _ in hits)
+        assert all(c.tenant == "b" for c, _ in retriever.search(query, TENANT_B, k=10))
+    assert "b-invoice" in {c.chunk_id for c, _ in retriever.search("invoice paid", TENANT_B)}
+    # hidden-match hints count only the caller's own tenant: B's Falcon club is invisible to A
+    assert retriever.hidden_matches("bird-watching club Sundays", TENANT_A) == 0
+
+
+def test_roles_restrict_within_a_tenant(retriever):
+    plain = {c.chunk_id for c, _ in retriever.search("Project Falcon code name", TENANT_A, k=10)}
+    legal = {c.chunk_id for c, _ in retriever.search("Project Falcon code name", LEGAL_A)}
+    assert "a-secret" not in plain and "a-secret" in legal
+    assert retriever.hidden_matches("Project Falcon code name", TENANT_A) > 0
+    assert retriever.hidden_matches("Project Falcon code name", LEGAL_A) == 0
+
+
+def test_metadata_filters_match_fields_exactly(retriever):
+    assert {c.chunk_id for c, _ in retriever.search("France", TENANT_A, filters={"title": "France"})} == {"a-paris"}
+    assert retriever.search("France", TENANT_A, filters={"status": "superseded"}) == []
+
+
+def test_index_persists_and_reloads(index, tmp_path):
+    again = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert len(again.chunks) == len(CORPUS)
+    assert again.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
+    class OtherEmbedder(HashEmbedder):
+        name = "another-model"
+
+    with pytest.raises(DataError, match="built with the embedder 'hash'"):
+        LocalHybridIndex(tmp_path / "idx", embedder=OtherEmbedder())
+    (tmp_path / "idx" / "vectors.npy").write_bytes(b"junk")
+    with pytest.raises(DataError, match="unreadable"):
+        LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+
+
+def test_outcomes(index, grader):
+    rag = CorrectiveRAG(index, grader)
+    answer = rag.run("What is the capital of France?", TENANT_A)
+    assert answer.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    assert "Paris" in answer.answer and answer.sources[0]["chunk_id"] == "a-paris"
+    assert "[a-paris]" in answer.answer  # citations to chunk ids
+    denied = rag.run("What is the merger code name for Project Falcon?", TENANT_A)
+    assert denied.outcome is Outcome.ACCESS_DENIED and "BLUEBIRD" not in denied.message
+    assert rag.run("Falcon", TENANT_A).outcome is Outcome.CLARIFICATION
+    cross = rag.run("When was invoice INV-2044 paid?", TENANT_A)
+    assert cross.outcome in (Outcome.ABSTENTION, Outcome.ACCESS_DENIED)
+    assert cross.outcome is Outcome.ABSTENTION  # another tenant's document must not even be hinted at
+    assert "2024" not in (cross.answer or "") and all(s["chunk_id"] != "b-invoice" for s in cross.sources)
+    actions = [t.action for t in answer.trace]
+    assert actions[:4] == ["retrieve", "check", "grade", "decide"]
+    with pytest.raises(ConfigError):
+        rag.run("  ", TENANT_A)
+
+
+def test_rewrite_keeps_identifiers():
+    rewritten = rewrite_query("What is the status of invoice INV-2044 for AcmeWidget?")
+    assert rewritten == "status invoice INV-2044 AcmeWidget"
+    assert rewrite_query("What is the status of invoice INV-2044?", ["payment date", "status"]) == \
+        "status invoice INV-2044 payment date"
+    assert keep_identifiers("refund for order 2024-03-01 AcmeWidget", "refund order AcmeWidget") == \
+        "refund for order 2024-03-01 AcmeWidget"  # a rewrite that drops the date falls back to the raw query
+    assert {"INV-2044", "2024-03-01"} <= identifiers("Invoice INV-2044 paid 2024-03-01")
+    assert rewrite_query("what is it?") == "what is it?"  # nothing left: keep the raw query
+
+
+def test_heuristics_and_authority():
+    chunks = [_chunk("x1", "Refund policy: 30 days.", title="Refunds", status="superseded",
+                     effective_date="2022-01-01"),
+              _chunk("x2", "Refund policy: 14 days.", title="Refunds", effective_date="2024-05-01"),
+              _chunk("x3", "refund   policy: 14 days.", title="Refunds2"),
+              _chunk("x4", "\x00\x01\x02\x03", title="bad")]
+    kept, reasons = drop_bad_chunks(chunks)
+    assert [c.chunk_id for c in kept] == ["x1", "x2"]
+    assert any("duplicate" in r for r in reasons) and any("corrupt" in r for r in reasons)
+    ordered, conflicts = order_by_authority(kept)
+    assert ordered[0].chunk_id == "x2" and "preferred x2" in conflicts[0]
+
+
+def test_ingestion(tmp_path):
+    (tmp_path / "page.html").write_text("<html><title>Guide</title><script>x=1</script><p>Step one.</p>"
+                                        "<p>Step two.</p></html>", encoding="utf-8")
+    (tmp_path / "notes.md").write_text("# Notes\n\nFirst paragraph.\n\nSecond paragraph.\n", encoding="utf-8")
+    (tmp_path / "skip.bin").write_bytes(b"\x00")
+    title, text = read_document(tmp_path / "page.html")
+    assert title == "Guide" and "x=1" not in text and "Step two." in text
+    assert chunk_text("a " * 400, max_chars=300)[0].count("a") <= 150
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert ingest(idx, [tmp_path], tenant="t", roles=["ops"]) == 2
+    assert {c.title for c in idx.chunks} == {"Guide", "Notes"}
+    assert all(c.allowed_roles == {"ops"} for c in idx.chunks)
+    with pytest.raises(DataError, match="unsupported file type"):
+        ingest(idx, [tmp_path / "skip.bin"], tenant="t")
+    with pytest.raises(DataError, match="no such file"):
+        ingest(idx, [tmp_path / "missing"], tenant="t")
+
+
+def test_qdrant_local_mode_persists_and_needs_one_location(tmp_path):
+    from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+    store = QdrantRetriever("docs", path=str(tmp_path / "q"), embedder=HashEmbedder())
+    assert store.search("capital of France", TENANT_A) == []  # no collection yet: empty, not an error
+    assert store.add(CORPUS) == len(CORPUS)
+    store.add(CORPUS[:1])  # same chunk_id replaces, never duplicates
+    store.client.close()
+    again = QdrantRetriever("docs", path=str(tmp_path / "q"), embedder=HashEmbedder())
+    hits = again.search("capital of France", TENANT_A, k=10)
+    assert hits[0][0].chunk_id == "a-paris" and len({c.chunk_id for c, _ in hits}) == len(hits)
+    again.client.close()
+    with pytest.raises(ConfigError, match="exactly one"):
+        QdrantRetriever("docs", embedder=HashEmbedder())
+
+
+def test_min_answer_probability_turns_weak_evidence_into_abstention(index, grader):
+    from pipeline.corrective.loop import RAGConfig
+
+    loose = CorrectiveRAG(index, grader).run("What are bananas rich in?", TENANT_A)
+    strict = CorrectiveRAG(index, grader, config=RAGConfig(min_answer_probability=0.99)).run(
+        "What are bananas rich in?", TENANT_A)
+    assert loose.outcome is Outcome.PARTIAL_ANSWER and "potassium" in loose.answer  # weak strips only (P~0.37)
+    assert strict.outcome is Outcome.ABSTENTION and strict.answer is None
+    with pytest.raises(ConfigError, match="min_answer_probability"):
+        RAGConfig(min_answer_probability=1.5)
+
+
+def test_refine_keeps_sentences_in_order_and_drops_markdown_headings(grader):
+    from pipeline.corrective.correction import refine
+
+    chunk = make_chunk("doc", "# Refund policy\n\nRefunds are accepted within 30 days of purchase. Shipping costs "
+                       "are not refunded by the shop.\n## Contact\nWrite to the support team for help.")
+    strips = refine("How many days do I have to ask for a refund?", [chunk], grader, token_budget=200,
+                    min_probability=0.0)
+    assert [s.order for s in strips] == sorted(s.order for s in strips)
+    assert strips and all(not s.text.startswith("#") and "Refund policy" not in s.text for s in strips)
+    assert strips[0].text == "Refunds are accepted within 30 days of purchase."
+    tight = refine("How many days do I have to ask for a refund?", [chunk], grader, token_budget=9,
+                   min_probability=0.0)
+    assert len(tight) == 1  # the budget keeps only the best strip

@@ -1,0 +1,123 @@
+"""The operator's commands: keys, streaming batch grading, PDF ingestion, and a real `crag serve` process that
+finishes in-flight requests when told to stop."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from pipeline.cli.main import main
+from pipeline.retrieval.documents import read_document
+from pipeline.service.keys import KeyStore
+from tests import llama_server
+
+
+def test_keys_create_list_revoke(capsys, tmp_path):
+    store = tmp_path / "keys.json"
+    assert main(["keys", "create", "--store", str(store), "--tenant", "acme", "--roles", "ops,legal"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["api_key"].startswith("crag_") and created["roles"] == ["legal", "ops"]
+    assert main(["keys", "list", "--store", str(store)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed[0]["tenant"] == "acme" and "sha256" not in listed[0] and created["api_key"] not in str(listed)
+    key_id = listed[0]["key_id"]
+    assert main(["keys", "revoke", "--store", str(store), key_id]) == 0
+    assert main(["keys", "revoke", "--store", str(store), "nope"]) == 2
+    assert "no key with id" in capsys.readouterr().err
+    assert main(["keys", "create", "--store", str(store), "--tenant", "bad tenant!"]) == 2
+    store.write_text("{broken", encoding="utf-8")
+    assert main(["keys", "list", "--store", str(store)]) == 2
+    assert "not a valid API key store" in capsys.readouterr().err
+
+
+def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    lines = [{"id": f"p{i}", "query": "What is the capital of France?",
+              "text": "Paris is the capital of France." if i % 2 else "Bananas are yellow."} for i in range(7)]
+    pairs.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    out = tmp_path / "graded.jsonl"
+    assert main(["grade-file", str(pairs), "--out", str(out), "--block", "3"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary["pairs"] == 7 and [r["id"] for r in rows] == [f"p{i}" for i in range(7)]
+    assert rows[1]["probability"] > rows[0]["probability"]
+    pairs.write_text(json.dumps(lines[0]) + "\n" + '{"query": "q"}\n', encoding="utf-8")
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "bad.jsonl")]) == 2
+    assert "pairs.jsonl:2" in capsys.readouterr().err and not (tmp_path / "bad.jsonl").exists()
+
+
+def test_pdf_ingestion(tmp_path):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_title("Refund policy")
+    for text in ("Refunds are accepted within 30 days of purchase.", "Shipping costs are not refunded."):
+        pdf.add_page()
+        pdf.set_font("Helvetica", size=12)
+        pdf.multi_cell(0, 10, text)
+    pdf.output(str(tmp_path / "policy.pdf"))
+    title, text = read_document(tmp_path / "policy.pdf")
+    assert title == "Refund policy" and "30 days" in text and "not refunded" in text
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 garbage")
+    from models import DataError
+
+    with pytest.raises(DataError, match=r"broken\.pdf"):
+        read_document(tmp_path / "broken.pdf")
+
+
+def _get(url, **kw):
+    with urllib.request.urlopen(url, timeout=30, **kw) as response:
+        return response.status, json.loads(response.read() or b"null")
+
+
+def test_serve_finishes_in_flight_requests_on_sigterm(tmp_path, server):
+    """A real uvicorn process: a slow /v1/query (the LLM takes 1.5 s) still completes after SIGTERM."""
+    store = tmp_path / "keys.json"
+    key = KeyStore.open(store, create=True).create("demo")
+    server.default, server.sleep_s = "sleep", 1.5
+    port = llama_server.free_port()
+    env = {**os.environ, "CRAG_CACHE": str(tmp_path / "cache"), "OPENAI_API_KEY": "sk-never-logged"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", "--keys", str(store), "--demo", "--port", str(port),
+         "--llm-model", "fake", "--llm-base-url", server.base_url, "--llm-timeout", "5", "--llm-retries", "1",
+         "--graceful-timeout", "20"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if _get(f"http://127.0.0.1:{port}/readyz")[0] == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    why = proc.stdout.read() if proc.poll() is not None else "not ready in time"
+                    raise AssertionError(why) from None
+                time.sleep(0.5)
+        result = {}
+
+        def ask():
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/query", method="POST",
+                data=json.dumps({"query": "What religion were the Normans?"}).encode(),
+                headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+            result["status"], result["body"] = _get(request)
+
+        thread = threading.Thread(target=ask)
+        thread.start()
+        while not server.requests:  # the request is in flight, waiting on the LLM
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        thread.join(60)
+        assert result["status"] == 200 and result["body"]["outcome"]
+        assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    logs = proc.stdout.read()
+    assert "Shutting down" in logs and "Finished server process" in logs
+    assert key not in logs and "sk-never-logged" not in logs
