@@ -16,17 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from grader.cross_encoder import validate_query
 from grader.llm_cache import JudgementCache, cache_key
+from grader.llm_config import MODES, LLMConfig, LLMFailure, LLMJudgement
 from grader.llm_prompts import (
     PROMPT_VERSION,
     SYSTEM_PROMPT,
@@ -38,7 +37,7 @@ from grader.llm_prompts import (
     yes_no_message,
 )
 from grader.llm_structured import CallFailed, LLMStats, call_failure, openai_client_kwargs
-from grader.resilience import CircuitBreaker, RetryPolicy
+from grader.resilience import CircuitBreaker
 from models.deps import require
 from models.errors import ConfigError, LLMError
 from models.types import Chunk, Grade, Verdict, as_chunk
@@ -46,72 +45,6 @@ from models.types import Chunk, Grade, Verdict, as_chunk
 __all__ = ["MODES", "LLMConfig", "LLMFailure", "LLMGrader", "LLMJudgement", "LLMStats"]
 
 logger = logging.getLogger(__name__)
-Mode = Literal["json_schema", "json_object", "logprobs"]
-MODES = ("json_schema", "json_object", "logprobs")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LLMConfig:
-    """Where and how to ask.
-
-    ``model``, ``base_url`` and ``api_key`` default to $CRAG_LLM_MODEL, $OPENAI_BASE_URL and $OPENAI_API_KEY.
-    """
-
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    mode: Mode = "json_schema"
-    chunks_per_call: int = 1
-    concurrency: int = 4
-    timeout_s: float = 30.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_tokens: int = 512
-    cache_dir: str | None = None
-    input_cost_per_mtok: float = 0.0
-    output_cost_per_mtok: float = 0.0
-    breaker_failures: int = 5
-    breaker_reset_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"unknown LLM mode {self.mode!r}; choose one of {list(MODES)}")
-        for name in ("chunks_per_call", "concurrency", "max_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"LLMConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.timeout_s <= 0 or self.input_cost_per_mtok < 0 or self.output_cost_per_mtok < 0:
-            raise ConfigError("LLMConfig: timeout_s must be > 0 and costs >= 0")
-        if self.mode == "logprobs" and self.chunks_per_call != 1:
-            raise ConfigError("logprobs mode asks about one chunk per call; set chunks_per_call=1")
-
-    def resolved_model(self) -> str:
-        model = self.model or os.environ.get("CRAG_LLM_MODEL") or os.environ.get("OPENAI_MODEL")
-        if not model:
-            raise ConfigError("no LLM model given: pass model=... (--llm-model) or set CRAG_LLM_MODEL")
-        return model
-
-
-@dataclass(frozen=True, kw_only=True)
-class LLMJudgement:
-    """The LLM's verdict on one chunk, with what it cost."""
-
-    verdict: Verdict
-    probability: float
-    supports_answer: bool = False
-    missing_aspects: tuple[str, ...] = ()
-    reason: str = ""
-    confidence: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_ms: float = 0.0
-    cached: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class LLMFailure:
-    """Why the LLM gave no usable verdict for one chunk."""
-
-    reason: str
 
 
 def _score(judgement: ChunkJudgement) -> float:

@@ -1,0 +1,32 @@
+"""Helpers shared by the training commands: JSON output and the threshold-target options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from grader.calibration import CALIBRATION_METHODS
+
+__all__ = ["add_target", "print_json", "targets_of"]
+
+
+def print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def add_target(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--target-error", type=float, default=None,
+                       help="max error rate on auto-decided pairs (default 0.05)")
+    group.add_argument("--target-escalation", type=float, default=None, help="max share escalated to the LLM")
+    p.add_argument("--delta", type=float, default=None,
+                   help="with --target-error: hold the error bound with probability >= 1-delta (Clopper-Pearson)")
+    p.add_argument("--calibration", default="auto", choices=list(CALIBRATION_METHODS))
+
+
+def targets_of(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    if args.target_escalation is not None:
+        return None, args.target_escalation
+    return (0.05 if args.target_error is None else args.target_error), None
+

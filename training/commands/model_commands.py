@@ -1,0 +1,124 @@
+"""``crag train``, ``crag export``, ``crag recipe`` and ``crag export-embedder``: making and shipping models."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from models.bundle import read_bundle
+from training.commands.common import add_target, print_json, targets_of
+from training.data import PairSet, load_pairs
+from training.labels import parse_label_map
+
+__all__ = ['register_export', 'register_export_embedder', 'register_recipe', 'register_train']
+
+
+def _train(args: argparse.Namespace) -> int:
+    from training.finetune import TrainConfig, train_grader
+    from training.splits import group_split
+
+    label_map = parse_label_map(args.label_map)
+    data = load_pairs(args.data, label_map=label_map)
+    if args.val:
+        train, val = data, load_pairs(args.val, label_map=label_map)
+    else:
+        tr, va = group_split(data.pairs, test_size=args.val_share, by=args.group_by, seed=args.seed)
+        train, val = PairSet(tr, path=data.path), PairSet(va, path=f"{data.path} (held out by {args.group_by})")
+    target_error, target_escalation = targets_of(args)
+    config = TrainConfig(
+        base=args.base, max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.lr, seed=args.seed, patience=args.patience, eval_every=args.eval_every,
+        max_steps=args.max_steps, threads=args.threads, device=args.device, calibration=args.calibration,
+        target_error=target_error, target_escalation=target_escalation, delta=args.delta,
+        partial_target=args.partial_target, progress=not args.no_progress, name=Path(args.out).name,
+    )
+    result = train_grader(train, val, args.out, config)
+    print_json({"out": str(result.out), "steps": result.steps, "seconds": round(result.seconds, 1),
+            "best_val_auroc": result.best_val_auroc, "thresholds": result.thresholds,
+            "validation": {k: result.metrics[k] for k in ("auroc", "accuracy", "escalation_rate",
+                                                          "auto_error_rate", "ece")},
+            "next": f"crag export --model {result.out} --out {result.out}-onnx --int8"})
+    return 0
+
+
+def register_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="fine-tune a cross-encoder grader on labelled pairs")
+    p.add_argument("--data", required=True, help="labelled pairs (.jsonl, .csv, .tsv)")
+    p.add_argument("--val", help="validation pairs; default: a split of --data grouped by --group-by")
+    p.add_argument("--label-map", help="graded labels, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    p.add_argument("--base", default="default-base", help="local base model dir (default: all-MiniLM-L6-v2)")
+    p.add_argument("--out", required=True, help="output directory (a torch bundle)")
+    p.add_argument("--group-by", default="query", choices=["query", "source"])
+    p.add_argument("--val-share", type=float, default=0.15)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--lr", type=float, default=4e-5)
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--patience", type=int, default=2)
+    p.add_argument("--eval-every", type=int, default=0, help="validation every N steps (default: each epoch)")
+    p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--partial-target", type=float, default=0.75)
+    p.add_argument("--no-progress", action="store_true")
+    add_target(p)
+    p.set_defaults(handler=_train)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from training.export import export_bundle
+
+    out = export_bundle(args.model, args.out, int8=args.int8 or args.int8_only, keep_fp32=not args.int8_only,
+                        probe=args.probe, max_flip_share=args.max_flip)
+    bundle = read_bundle(out)
+    print_json({"out": str(out), "files": sorted(bundle.manifest.files), "parity": bundle.manifest.parity})
+    return 0
+
+
+def register_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="export a trained grader to an ONNX bundle (parity-gated)")
+    p.add_argument("--model", required=True, help="torch bundle written by crag train")
+    p.add_argument("--out", required=True)
+    p.add_argument("--int8", action="store_true", help="also write a dynamic int8 model")
+    p.add_argument("--int8-only", action="store_true", help="ship only the int8 model")
+    p.add_argument("--probe", help="pairs for the parity gate (default: the probe saved at training)")
+    p.add_argument("--max-flip", type=float, default=0.02, help="max share of int8 verdict flips")
+    p.set_defaults(handler=_export)
+
+
+def _recipe(args: argparse.Namespace) -> int:
+    from training.recipe import RecipeConfig, run_default_recipe
+
+    config = dataclasses.replace(RecipeConfig(), seed=args.seed)
+    reports = run_default_recipe(args.data, args.work, args.out, config, progress=not args.no_progress)
+    print_json({name: {k: r.get(k) for k in ("n", "auroc", "accuracy", "escalation_rate", "auto_error_rate")}
+            for name, r in reports.items()})
+    return 0
+
+
+def register_recipe(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recipe", help="rebuild the shipped default grader from shared/data")
+    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--work", default="runs/default")
+    p.add_argument("--out", default="models/bundles/default")
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(handler=_recipe)
+
+
+def _export_embedder(args: argparse.Namespace) -> int:
+    from training.export_embedder import export_embedder
+
+    manifest = export_embedder(args.out, max_length=args.max_length)
+    print_json({"out": args.out, "parity": manifest["parity"], "files": manifest["files"]})
+    return 0
+
+
+def register_export_embedder(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export-embedder", help="export all-MiniLM-L6-v2 to the int8 ONNX embedder used for retrieval")
+    p.add_argument("--out", required=True, help="e.g. models/embedders/minilm-l6")
+    p.add_argument("--max-length", type=int, default=256)
+    p.set_defaults(handler=_export_embedder)
+
