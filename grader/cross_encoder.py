@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,11 +17,12 @@ import numpy as np
 from grader.calibration import Calibrator, calibrator_from_dict
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.policy import ThresholdPolicy
+from grader.shift import ShiftMonitor, ShiftStatus
 from models.bundle import Bundle
 from models.errors import ConfigError
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 
-__all__ = ["CrossEncoderGrader", "ScoredPairs", "validate_query"]
+__all__ = ["CrossEncoderGrader", "DataShiftWarning", "ScoredPairs", "validate_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,10 @@ def validate_query(query: object) -> str:
 
 
 DEFAULT_MAX_WINDOWS = 4
+
+
+class DataShiftWarning(UserWarning):
+    """The live data has moved away from the data the grader's thresholds were calibrated on."""
 
 
 class ScoredPairs:
@@ -73,6 +79,21 @@ class CrossEncoderGrader:
         self.encoder = PairEncoder(bundle.file("tokenizer.json"), manifest.max_length)
         self.calibrator = calibrator or calibrator_from_dict(manifest.calibration)
         self.policy = policy or ThresholdPolicy.from_dict(manifest.thresholds)
+        self.shift_monitor = ShiftMonitor(manifest.reference) if manifest.reference else None
+        self._shift_warned = False
+
+    def shift_status(self) -> ShiftStatus | None:
+        """Whether the chunks graded lately look like the calibration data (None: the bundle has no reference)."""
+        return self.shift_monitor.status() if self.shift_monitor else None
+
+    def _watch_shift(self, logits: np.ndarray, texts: Sequence[str]) -> None:
+        if self.shift_monitor is None:
+            return
+        status = self.shift_monitor.observe(logits, [len(t) for t in texts])
+        if status.shifted and not self._shift_warned:
+            self._shift_warned = True  # warn once; verdicts are not changed by it
+            logger.warning("grader %s: %s", self.name, status.message)
+            warnings.warn(status.message, DataShiftWarning, stacklevel=3)
 
     @property
     def name(self) -> str:
@@ -127,6 +148,7 @@ class CrossEncoderGrader:
                                       chunk_id=chunk.chunk_id, reason="empty chunk text")
         if live:
             scored = self.score_pairs([(prepared[r][0], prepared[r][1][i].text) for r, i in live])
+            self._watch_shift(scored.logits, [prepared[r][1][i].text for r, i in live])
             probs = self.probabilities(scored.logits)
             per_chunk_ms = 1000.0 * scored.seconds / len(live)
             n_truncated = int(scored.truncated.sum())

@@ -15,6 +15,7 @@ auto-decided pairs. A target picks one:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,7 +25,16 @@ from grader.policy import ThresholdPolicy
 from models.deps import require
 from models.errors import ConfigError
 
-__all__ = ["ThresholdChoice", "choose_thresholds", "clopper_pearson_upper", "per_group_figures", "tradeoff_curve"]
+__all__ = [
+    "ThresholdChoice",
+    "choose_thresholds",
+    "clopper_pearson_upper",
+    "labels_needed",
+    "learn_then_test",
+    "min_auto_decided",
+    "per_group_figures",
+    "tradeoff_curve",
+]
 
 GRID = 201
 
@@ -41,6 +51,7 @@ class ThresholdChoice:
     auto_error_rate: float
     auto_error_upper_bound: float | None
     per_group: dict[str, dict[str, float]] | None = None
+    labels_needed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -187,45 +198,89 @@ def per_group_figures(probs: Any, labels: Any, groups: Any, policy: ThresholdPol
 
 def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, seed: int = 0,
                      groups: np.ndarray | None = None) -> ThresholdChoice:
-    """With ``groups``, every group's test half must reject "risk > alpha" (Bonferroni: delta / groups)."""
-    stats = require("scipy.stats", "train")
+    """Learn-then-Test on a random half split of one labelled set (see :func:`learn_then_test`)."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(p.size)
     fit_idx, test_idx = order[: p.size // 2], order[p.size // 2 :]
+    return learn_then_test(p[fit_idx], y[fit_idx], p[test_idx], y[test_idx], alpha, delta,
+                           groups=None if groups is None else groups[test_idx])
+
+
+def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_test: np.ndarray, alpha: float,
+                    delta: float, *, groups: np.ndarray | None = None) -> ThresholdChoice:
+    """Bands ordered widest to narrowest on the fit part, tested in that fixed sequence on the test part.
+
+    With ``groups`` (one name per test pair), every group must reject "risk > alpha" (Bonferroni:
+    delta / number of groups). When nothing passes, the choice is infeasible and says how many labelled
+    pairs would be needed (``labels_needed``, an estimate from the fit part's error rates).
+    """
+    stats = require("scipy.stats", "train")
+    p_fit, y_fit, p_test, y_test = (np.asarray(a, dtype=np.float64) for a in (p_fit, y_fit, p_test, y_test))
+    y_fit, y_test = y_fit.astype(int), y_test.astype(int)
+    n = int(p_fit.size + p_test.size)
     target = {"max_error": alpha, "max_escalation": None, "delta": delta}
     chosen: ThresholdChoice | None = None
-    if fit_idx.size >= 2 and test_idx.size >= 1 and len(set(y[fit_idx].tolist())) == 2:
-        pt, yt = p[test_idx], y[test_idx]
-        gt = groups[test_idx] if groups is not None else np.zeros(test_idx.size, dtype=str)
+    if p_fit.size >= 2 and p_test.size >= 1 and len(set(y_fit.tolist())) == 2:
+        gt = np.asarray(groups) if groups is not None else np.zeros(p_test.size, dtype=str)
         names = np.unique(gt)
         level_delta = delta / len(names)
         for level in np.linspace(1.0, 0.0, 101):
-            band = choose_thresholds(p[fit_idx], y[fit_idx], max_escalation=float(level)).policy
-            accept, reject = pt >= band.upper, pt <= band.lower
+            band = choose_thresholds(p_fit, y_fit, max_escalation=float(level)).policy
+            accept, reject = p_test >= band.upper, p_test <= band.lower
             auto = int((accept | reject).sum())
-            errors = int(((accept & (yt == 0)) | (reject & (yt == 1))).sum())
+            errors = int(((accept & (y_test == 0)) | (reject & (y_test == 1))).sum())
             if auto == 0:
                 continue
             rejected = True
             for name in names:
                 m = gt == name
                 g_auto = int((accept | reject)[m].sum())
-                g_err = int(((accept & (yt == 0)) | (reject & (yt == 1)))[m].sum())
+                g_err = int(((accept & (y_test == 0)) | (reject & (y_test == 1)))[m].sum())
                 if g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > level_delta:
                     rejected = False
             if not rejected:
                 break  # cannot reject "risk > alpha" here: stop the fixed sequence
             chosen = ThresholdChoice(
-                policy=band, target=target, feasible=True, n=int(p.size),
-                escalation_rate=float(1.0 - ((p >= band.upper) | (p <= band.lower)).mean()),
+                policy=band, target=target, feasible=True, n=n,
+                escalation_rate=float(1.0 - auto / p_test.size),
                 auto_error_rate=errors / auto,
                 auto_error_upper_bound=float(clopper_pearson_upper(np.array([errors]), np.array([auto]), delta)[0]),
-                per_group=None if groups is None else per_group_figures(p, y, groups, band),
+                per_group=None if groups is None else per_group_figures(p_test, y_test, gt, band),
             )
     if chosen is None:
         return ThresholdChoice(policy=ThresholdPolicy(lower=0.0, upper=1.0), target=target, feasible=False,
-                               n=int(p.size), escalation_rate=1.0, auto_error_rate=0.0, auto_error_upper_bound=None)
+                               n=n, escalation_rate=1.0, auto_error_rate=0.0, auto_error_upper_bound=None,
+                               labels_needed=labels_needed(p_fit, y_fit, alpha, delta))
     return chosen
+
+
+def min_auto_decided(alpha: float, delta: float) -> int:
+    """The fewest auto-decided test pairs that can show "error <= alpha" at confidence 1 - delta (zero errors)."""
+    return max(1, math.ceil(math.log(delta) / math.log(1.0 - alpha)))
+
+
+def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float) -> int | None:
+    """Estimated labelled pairs (fit + test halves) for a guaranteed band to exist; None when the model's
+    error on ``p`` stays above ``alpha`` at every escalation level (more labels would not help)."""
+    stats = require("scipy.stats", "train")
+    best: int | None = None
+    if p.size < 2 or len(set(np.asarray(y).astype(int).tolist())) < 2:
+        return None
+    for level in np.linspace(0.95, 0.0, 20):
+        choice = choose_thresholds(p, y, max_escalation=float(level))
+        err, auto_share = choice.auto_error_rate, 1.0 - choice.escalation_rate
+        if err >= alpha or auto_share <= 0:
+            continue
+        lo, hi = 1, 1_000_000
+        while lo < hi:  # the fewest auto-decided pairs at this error rate that pass the binomial test
+            mid = (lo + hi) // 2
+            if stats.binom.cdf(math.floor(err * mid), mid, alpha) <= delta:
+                hi = mid
+            else:
+                lo = mid + 1
+        total = math.ceil(2 * lo / auto_share)
+        best = total if best is None else min(best, total)
+    return best
 
 
 def tradeoff_curve(probs: Any, labels: Any, points: int = 21) -> list[dict[str, float]]:

@@ -2,7 +2,10 @@
 
 The manifest records everything needed to use the model correctly (labels, max_length, input names,
 calibration, thresholds) and to trust it (training data summary, metrics, versions, sha256 of every
-file). :func:`read_bundle` refuses a bundle whose files are missing or whose hashes do not match.
+file). :func:`read_bundle` refuses a bundle whose files are missing or whose hashes do not match, whose
+manifest does not match its digest in ``manifest.sha256`` (an edited threshold is refused, not loaded), or
+whose file entries point outside the bundle. The digest guards integrity (accidental or careless edits),
+not authenticity: whoever can write the bundle can rewrite both files.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from models.errors import BundleError
 
 __all__ = [
+    "DIGEST_NAME",
     "MANIFEST_NAME",
     "Bundle",
     "BundleFile",
@@ -28,6 +32,7 @@ __all__ = [
 ]
 
 MANIFEST_NAME = "manifest.json"
+DIGEST_NAME = "manifest.sha256"
 FORMAT_VERSION = 1
 
 
@@ -64,6 +69,7 @@ class Manifest(BaseModel):
     metrics: dict[str, Any] = Field(default_factory=dict)
     parity: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
+    reference: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -127,11 +133,38 @@ def read_bundle(path: str | Path, *, verify: bool = True) -> Bundle:
     if unknown:
         raise BundleError(f"{manifest_path} names model files {unknown} that are not listed under 'files'")
     if verify:
+        _verify_digest(root, manifest_path)
         _verify_files(root, manifest)
     return Bundle(path=root, manifest=manifest)
 
 
+def _verify_digest(root: Path, manifest_path: Path) -> None:
+    digest_path = root / DIGEST_NAME
+    if not digest_path.is_file():
+        raise BundleError(f"grader bundle {root} has no {DIGEST_NAME}, so its manifest cannot be verified; "
+                          "re-export it with `crag export` (or `crag calibrate` for a recalibrated bundle)")
+    recorded = digest_path.read_text(encoding="utf-8").split()
+    if not recorded or recorded[0] != sha256_file(manifest_path):
+        raise BundleError(f"grader bundle {root}: {manifest_path.name} does not match its digest in {DIGEST_NAME} "
+                          "(was the manifest edited by hand?); change thresholds with `crag calibrate`, which "
+                          "writes a new verified bundle")
+
+
+def _safe_member(root: Path, name: str) -> Path:
+    """A file named by the manifest must be a plain file inside the bundle: no absolute paths, no '..', no links."""
+    candidate = Path(name)
+    if candidate.is_absolute() or ".." in candidate.parts or not name.strip():
+        raise BundleError(f"grader bundle {root}: manifest file entry {name!r} points outside the bundle")
+    path = root / candidate
+    if path.is_symlink() or (path.exists() and not path.resolve().is_relative_to(root.resolve())):
+        raise BundleError(f"grader bundle {root}: {name!r} is a symbolic link or leaves the bundle; bundles hold "
+                          "plain files only")
+    return path
+
+
 def _verify_files(root: Path, manifest: Manifest) -> None:
+    for name in manifest.files:
+        _safe_member(root, name)
     missing = [name for name in manifest.files if not (root / name).is_file()]
     if missing:
         raise BundleError(f"grader bundle {root} is incomplete: missing {missing}")
@@ -158,7 +191,11 @@ def write_manifest(root: str | Path, manifest: dict[str, Any], file_names: list[
         validated = Manifest.model_validate({**manifest, "files": files})
     except ValidationError as exc:
         raise BundleError(f"manifest for {root} is invalid: {exc}") from exc
+    text = json.dumps(validated.model_dump(), indent=2, sort_keys=True) + "\n"
     tmp = root / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(validated.model_dump(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
+    digest_tmp = root / (DIGEST_NAME + ".tmp")
+    digest_tmp.write_text(f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {MANIFEST_NAME}\n", encoding="utf-8")
     tmp.replace(root / MANIFEST_NAME)
+    digest_tmp.replace(root / DIGEST_NAME)
     return validated

@@ -23,6 +23,7 @@ import numpy as np
 
 from grader.calibration import CALIBRATION_METHODS, fit_calibrator
 from grader.encoding import EncodedBatch, PairEncoder
+from grader.shift import make_reference
 from grader.thresholds import choose_thresholds
 from models.bundle import write_manifest
 from models.deps import require
@@ -322,6 +323,7 @@ def _finish(
         },
         "metrics": {"validation": metrics},
         "versions": library_versions(),
+        "reference": make_reference(logits, [len(p.text) for p in val.pairs]),
     }
     files = [*model_files, "tokenizer.json", PROBE_FILE, "training_history.json"]
     write_manifest(out, manifest, files)

@@ -89,3 +89,36 @@ def test_shipped_default_bundle_verifies():
     assert "int8" in bundle.manifest.model_files
     assert bundle.manifest.calibration["method"] in {"platt", "isotonic", "temperature"}
     assert 0.0 <= bundle.manifest.thresholds["lower"] <= bundle.manifest.thresholds["upper"] <= 1.0
+
+
+def test_an_edited_manifest_is_refused_naming_the_digest(tmp_path):
+    root = _make_bundle(tmp_path / "b")
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    manifest["thresholds"] = {"lower": 0.0, "upper": 0.01}
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(BundleError, match=r"manifest.json does not match its digest in manifest.sha256"):
+        read_bundle(root)
+    (root / "manifest.sha256").unlink()
+    with pytest.raises(BundleError, match="has no manifest.sha256"):
+        read_bundle(root)
+
+
+@pytest.mark.parametrize("entry", ["../outside.bin", "/etc/passwd"])
+def test_file_entries_outside_the_bundle_are_refused(tmp_path, entry):
+    root = _make_bundle(tmp_path / "b")
+    (tmp_path / "outside.bin").write_bytes(b"x")
+    with pytest.raises(BundleError, match="outside the bundle"):
+        write_manifest(root, {"name": "t", "backend": "onnx", "created": "now", "base_model": "b", "max_length": 64,
+                              "model_files": {"fp32": "model.onnx"}}, ["model.onnx", entry])
+        read_bundle(root)
+
+
+def test_a_symlinked_file_is_refused(tmp_path):
+    root = _make_bundle(tmp_path / "b")
+    (tmp_path / "real.json").write_text("{}", encoding="utf-8")
+    (root / "tokenizer.json").unlink()
+    (root / "tokenizer.json").symlink_to(tmp_path / "real.json")
+    write_manifest(root, {"name": "t", "backend": "onnx", "created": "now", "base_model": "b", "max_length": 64,
+                          "model_files": {"fp32": "model.onnx"}}, ["model.onnx", "tokenizer.json"])
+    with pytest.raises(BundleError, match="symbolic link"):
+        read_bundle(root)

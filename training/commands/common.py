@@ -15,14 +15,15 @@ def print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def add_target(p: argparse.ArgumentParser) -> None:
+def add_target(p: argparse.ArgumentParser, default_delta: float | None = None, default_calibration: str = "auto"
+               ) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--target-error", type=float, default=None,
                        help="max error rate on auto-decided pairs (default 0.05)")
     group.add_argument("--target-escalation", type=float, default=None, help="max share escalated to the LLM")
-    p.add_argument("--delta", type=float, default=None,
-                   help="with --target-error: hold the error bound with probability >= 1-delta (Clopper-Pearson)")
-    p.add_argument("--calibration", default="auto", choices=list(CALIBRATION_METHODS))
+    p.add_argument("--delta", type=float, default=default_delta,
+                   help="with --target-error: hold the error bound with probability >= 1-delta (Learn-then-Test)")
+    p.add_argument("--calibration", default=default_calibration, choices=list(CALIBRATION_METHODS))
 
 
 def targets_of(args: argparse.Namespace) -> tuple[float | None, float | None]:

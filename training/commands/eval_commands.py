@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
-from grader.calibration import fit_calibrator
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.llm_args import add_llm_arguments, llm_from_args
-from grader.thresholds import choose_thresholds
-from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError
-from models.registry import resolve_bundle
 from training.commands.common import add_target, print_json, targets_of
-from training.data import PairSet, load_pairs
+from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
-from training.metrics import binary_labels, compute_metrics
 
 __all__ = ['register_calibrate', 'register_eval']
 
@@ -79,41 +73,49 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    source = read_bundle(resolve_bundle(args.model))
-    out = Path(args.out)
-    if out.resolve() == source.path.resolve():
-        raise ConfigError("--out must differ from --model: calibrate writes a new bundle and keeps the original")
+    from training.recalibrate import _grader, recalibrate, suggest_pairs, write_recalibrated
+
+    if args.suggest:
+        pool = load_pairs(args.data, labelled=False)
+        chosen = suggest_pairs(args.model, pool.pairs, args.suggest)
+        out = Path(args.out)
+        write_pairs(chosen, out)
+        print_json({"out": str(out), "suggested": len(chosen), "queries": len({p.query_id for p in chosen}),
+                    "next": f"label them, then: crag calibrate --model {args.model} --data <labelled file> "
+                            "--out <new bundle>"})
+        return 0
+    if Path(args.out).exists():
+        raise ConfigError(f"--out {args.out} exists; choose a new directory so nothing stored is overwritten")
     data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
-    grader = load_grader(source.path, backend="auto")
-    if not isinstance(grader, CrossEncoderGrader):
-        raise ConfigError("crag calibrate needs a cross-encoder bundle")
-    logits = grader.score_pairs([(p.query, p.text) for p in data.pairs]).logits
-    y = binary_labels(data.pairs)
-    calibrator = fit_calibrator(args.calibration, logits, y)
-    probs = calibrator.predict(logits)
     target_error, target_escalation = targets_of(args)
-    choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation,
-                               delta=args.delta)
-    metrics = compute_metrics(data.pairs, probs, choice.policy)
-    if out.exists():
-        raise ConfigError(f"--out {out} exists; choose a new directory so nothing stored is overwritten")
-    shutil.copytree(source.path, out)
-    manifest = source.manifest.model_dump(exclude={"files"})
-    manifest["calibration"] = calibrator.to_dict()
-    manifest["thresholds"] = choice.to_dict()
-    manifest["metrics"] = {**manifest["metrics"], "recalibration": metrics}
-    manifest["training"] = {**manifest["training"], "recalibrated_on": data.summary()}
-    write_manifest(out, manifest, sorted(source.manifest.files))
-    print_json({"out": str(out), "calibration": calibrator.method, "thresholds": choice.to_dict()})
+    delta = None if args.no_guarantee or target_escalation is not None else args.delta
+    groups = None
+    if args.group_by:
+        groups = [str(p.metadata.get(args.group_by) or getattr(p, args.group_by, None) or "") for p in data.pairs]
+    result = recalibrate(_grader(args.model), data, target_error=target_error, target_escalation=target_escalation,
+                         delta=delta, method=args.calibration, groups=groups, seed=args.seed)
+    out = write_recalibrated(args.model, args.out, result, data)
+    print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
+                "held_out_metrics": {k: result.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate",
+                                                                          "auroc")},
+                "warning": result.note})
     return 0
 
 
 def register_calibrate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="refit calibration and thresholds of a bundle on your labelled pairs")
-    p.add_argument("--model", default="default")
-    p.add_argument("--data", required=True)
-    p.add_argument("--label-map")
-    p.add_argument("--out", required=True, help="new bundle directory (the source bundle is not changed)")
-    add_target(p)
+    p = sub.add_parser("calibrate", help="refit calibration and thresholds of a bundle on your labelled pairs",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="default", help="bundle name or directory")
+    p.add_argument("--data", required=True, help="labelled pairs of your domain (with --suggest: unlabelled)")
+    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    p.add_argument("--out", required=True, help="new bundle directory (with --suggest: the JSONL of pairs to label)")
+    p.add_argument("--suggest", type=int, default=0, metavar="N",
+                   help="instead of calibrating, write the N unlabelled pairs most worth labelling")
+    p.add_argument("--group-by", default=None,
+                   help="a metadata field (or 'source'): the error target must hold in every group")
+    p.add_argument("--no-guarantee", action="store_true",
+                   help="choose thresholds on the point estimate (no finite-sample guarantee; not recommended)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fit/test split by query")
+    add_target(p, default_delta=0.1, default_calibration="platt")
     p.set_defaults(handler=_calibrate)
 

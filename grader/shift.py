@@ -1,0 +1,143 @@
+"""Has the live data moved away from what the thresholds were calibrated on? (numpy only)
+
+A bundle stores a compact reference of its calibration data (:func:`make_reference`): quantiles of the
+model's logits and of the chunks' lengths, and how many pairs they summarise. A :class:`ShiftMonitor`
+keeps a bounded window of live logits and lengths and, every ``check_every`` new chunks once the window
+is full, runs two-sample Kolmogorov-Smirnov tests of the window against the reference. Each check has a
+false-alarm probability of at most ``alpha`` (split over the two statistics), so over ``c`` checks of
+unshifted data at most ``c * alpha`` alarms are expected. An alarm is only reported: no verdict changes
+because of it. The fix it names is recalibration on labelled pairs of the new data.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.errors import ConfigError
+
+__all__ = ["ShiftMonitor", "ShiftStatus", "ks_two_sample", "make_reference"]
+
+REFERENCE_QUANTILES = 201
+DEFAULT_WINDOW = 200
+DEFAULT_ALPHA = 1e-4
+RECALIBRATION_PAIRS = 200
+
+
+def make_reference(logits: Any, lengths: Any) -> dict[str, Any]:
+    """The bundle's reference: quantiles of calibration logits and chunk lengths (characters)."""
+    x = np.asarray(logits, dtype=np.float64).ravel()
+    n = np.asarray(lengths, dtype=np.float64).ravel()
+    if x.size < 20 or x.size != n.size or not np.all(np.isfinite(x)):
+        raise ConfigError(f"a shift reference needs at least 20 finite logits with lengths, got {x.size}")
+    qs = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)
+    return {"n": int(x.size), "logit_quantiles": np.quantile(x, qs).round(5).tolist(),
+            "length_quantiles": np.quantile(n, qs).round(1).tolist()}
+
+
+def _reference_cdf(quantiles: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The reference's CDF at ``values``, interpolated between its stored quantiles."""
+    levels = np.linspace(0.0, 1.0, quantiles.size)
+    q, idx = np.unique(quantiles, return_index=True)
+    return np.interp(values, q, levels[idx], left=0.0, right=1.0)
+
+
+def _kolmogorov_sf(lam: float) -> float:
+    """P(K > lam) of the Kolmogorov distribution (the KS test's asymptotic p-value)."""
+    if lam < 0.2:
+        return 1.0
+    total = sum((-1) ** (k - 1) * math.exp(-2.0 * k * k * lam * lam) for k in range(1, 101))
+    return float(min(1.0, max(0.0, 2.0 * total)))
+
+
+def ks_two_sample(sample: Any, reference_quantiles: Any, reference_n: int) -> tuple[float, float]:
+    """KS statistic and p-value of ``sample`` against a reference given by its quantiles and size."""
+    x = np.sort(np.asarray(sample, dtype=np.float64).ravel())
+    q = np.asarray(reference_quantiles, dtype=np.float64)
+    if x.size == 0:
+        return 0.0, 1.0
+    ref = _reference_cdf(q, x)
+    upper = np.arange(1, x.size + 1) / x.size
+    lower = np.arange(0, x.size) / x.size
+    d = float(max(np.max(np.abs(upper - ref)), np.max(np.abs(lower - ref))))
+    ne = x.size * reference_n / (x.size + reference_n)
+    lam = (math.sqrt(ne) + 0.12 + 0.11 / math.sqrt(ne)) * d
+    return d, _kolmogorov_sf(lam)
+
+
+@dataclass(frozen=True)
+class ShiftStatus:
+    """What the monitor knows now: whether the live window has moved, and how strongly."""
+
+    shifted: bool
+    seen: int
+    checks: int
+    window: int
+    logit_statistic: float | None = None
+    logit_p_value: float | None = None
+    length_statistic: float | None = None
+    length_p_value: float | None = None
+    alpha: float = DEFAULT_ALPHA
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class ShiftMonitor:
+    """Bounded-window two-sample test of live scores against the bundle's reference (thread-safe)."""
+
+    def __init__(self, reference: dict[str, Any], *, window: int = DEFAULT_WINDOW, check_every: int = 50,
+                 alpha: float = DEFAULT_ALPHA) -> None:
+        if window < 20 or check_every < 1 or not 0.0 < alpha < 1.0:
+            raise ConfigError(f"ShiftMonitor needs window >= 20, check_every >= 1 and alpha in (0, 1); got "
+                              f"window={window}, check_every={check_every}, alpha={alpha}")
+        try:
+            self._logit_q = np.asarray(reference["logit_quantiles"], dtype=np.float64)
+            self._length_q = np.asarray(reference["length_quantiles"], dtype=np.float64)
+            self._ref_n = int(reference["n"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
+        self.window, self.check_every, self.alpha = window, check_every, alpha
+        self._logits: deque[float] = deque(maxlen=window)
+        self._lengths: deque[float] = deque(maxlen=window)
+        self._lock = threading.Lock()
+        self._since_check = 0
+        self._status = ShiftStatus(shifted=False, seen=0, checks=0, window=window, alpha=alpha)
+
+    def observe(self, logits: Any, lengths: Any) -> ShiftStatus:
+        """Add live scores; returns the status after any check this triggered."""
+        with self._lock:
+            for logit, length in zip(np.ravel(logits), np.ravel(lengths), strict=True):
+                if math.isfinite(float(logit)):
+                    self._logits.append(float(logit))
+                    self._lengths.append(float(length))
+                    self._since_check += 1
+            seen = self._status.seen + int(np.size(logits))
+            status = ShiftStatus(**{**self._status.to_dict(), "seen": seen})
+            if len(self._logits) >= self.window and self._since_check >= self.check_every:
+                self._since_check = 0
+                status = self._check(seen, status.checks + 1, status.shifted)
+            self._status = status
+            return status
+
+    def _check(self, seen: int, checks: int, already: bool) -> ShiftStatus:
+        d_logit, p_logit = ks_two_sample(list(self._logits), self._logit_q, self._ref_n)
+        d_len, p_len = ks_two_sample(list(self._lengths), self._length_q, self._ref_n)
+        shifted = already or min(p_logit, p_len) < self.alpha / 2.0
+        message = (f"the grader's scores on live data differ from its calibration data (KS p={p_logit:.1e} on "
+                   f"scores, p={p_len:.1e} on chunk lengths): its thresholds may no longer hold their error "
+                   f"target here; recalibrate with `crag calibrate` on ~{RECALIBRATION_PAIRS} labelled pairs of "
+                   "this data (`crag calibrate --suggest` picks which to label)") if shifted else ""
+        return ShiftStatus(shifted=shifted, seen=seen, checks=checks, window=self.window,
+                           logit_statistic=d_logit, logit_p_value=p_logit, length_statistic=d_len,
+                           length_p_value=p_len, alpha=self.alpha, message=message)
+
+    def status(self) -> ShiftStatus:
+        with self._lock:
+            return self._status

@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from grader.shift import ShiftMonitor, ks_two_sample, make_reference
+from models import ConfigError
+
+
+def _reference(rng, n=3000):
+    return make_reference(rng.normal(0.0, 1.0, n), rng.integers(100, 800, n))
+
+
+def test_ks_matches_a_direct_two_sample_computation():
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=5000)
+    same, shifted = rng.normal(size=300), rng.normal(0.8, 1.0, size=300)
+    q = np.quantile(ref, np.linspace(0, 1, 201))
+    d_same, p_same = ks_two_sample(same, q, ref.size)
+    d_shift, p_shift = ks_two_sample(shifted, q, ref.size)
+    assert d_same < 0.1 and p_same > 0.01
+    assert d_shift > 0.25 and p_shift < 1e-6
+
+
+def test_silent_on_unshifted_data_and_fires_soon_after_a_change():
+    rng = np.random.default_rng(1)
+    monitor = ShiftMonitor(_reference(rng))
+    for _ in range(100):  # 10,000 chunks like the calibration data
+        status = monitor.observe(rng.normal(0.0, 1.0, 100), rng.integers(100, 800, 100))
+    assert not status.shifted and status.checks >= 90 and status.message == ""
+    fired_at = None
+    for i in range(20):  # the data moves: scores shift down, chunks get longer
+        status = monitor.observe(rng.normal(-0.7, 1.0, 20), rng.integers(600, 2000, 20))
+        if status.shifted and fired_at is None:
+            fired_at = (i + 1) * 20
+    assert fired_at is not None and fired_at <= 200
+    assert "crag calibrate" in status.message
+
+
+def test_the_grader_warns_once_and_keeps_its_verdicts(tmp_path):
+    from grader import load_grader
+    from grader.cross_encoder import DataShiftWarning
+
+    grader = load_grader("default", threads=1)
+    grader.shift_monitor = ShiftMonitor(make_reference(np.full(50, 40.0) + np.arange(50) * 0.01,
+                                                       np.full(50, 10.0)), window=20, check_every=5)
+    chunks = ["Paris is the capital of France.", "The mitochondrion makes ATP."] * 10
+    before = [g.probability for g in load_grader("default", threads=1).grade("What is the capital of France?", chunks)]
+    with pytest.warns(DataShiftWarning, match="recalibrate"):
+        after = [g.probability for g in grader.grade("What is the capital of France?", chunks)]
+    assert after == before
+    assert grader.shift_status().shifted
+
+
+def test_bad_reference_is_a_config_error():
+    with pytest.raises(ConfigError):
+        ShiftMonitor({"n": 10})
+    with pytest.raises(ConfigError):
+        make_reference([1.0, 2.0], [1, 2])

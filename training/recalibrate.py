@@ -1,0 +1,169 @@
+"""Recalibrating a bundle on a user's labelled pairs so that its error target holds on fresh data of that domain.
+
+The pairs are split by query into a fit part and a test part. The calibration map (Platt by default) is
+fitted on the fit part; candidate bands are ordered on the fit part and tested in a fixed sequence on the
+test part (Learn-then-Test), so the auto-decided error is at most the target with probability >= 1 - delta.
+When no band passes, nothing is written and the error says how many labelled pairs would be needed.
+``--suggest`` picks which unlabelled pairs are worth labelling: near the thresholds, spread over queries.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.calibration import fit_calibrator
+from grader.cross_encoder import CrossEncoderGrader
+from grader.factory import load_grader
+from grader.shift import make_reference
+from grader.thresholds import ThresholdChoice, choose_thresholds, learn_then_test, min_auto_decided
+from models.bundle import read_bundle, write_manifest
+from models.errors import ConfigError
+from models.registry import resolve_bundle
+from training.data import LabelledPair, PairSet
+from training.metrics import binary_labels, compute_metrics
+
+__all__ = ["Recalibration", "recalibrate", "small_sample_note", "suggest_pairs", "write_recalibrated"]
+
+logger = logging.getLogger(__name__)
+FIT_SHARE = 0.5
+
+
+@dataclass
+class Recalibration:
+    """A fitted calibration map and guaranteed (or point-estimate) thresholds, not yet written anywhere."""
+
+    calibrator: Any
+    choice: ThresholdChoice
+    metrics: dict[str, Any]
+    reference: dict[str, Any]
+    note: str | None
+
+
+def _grader(model: str | Path) -> CrossEncoderGrader:
+    grader = load_grader(resolve_bundle(model), backend="auto")
+    if not isinstance(grader, CrossEncoderGrader):
+        raise ConfigError("recalibration needs a cross-encoder bundle")
+    return grader
+
+
+def _query_split(pairs: Sequence[LabelledPair], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the fit and test parts, whole queries on one side only."""
+    queries = sorted({p.query_id for p in pairs})
+    random.Random(seed).shuffle(queries)
+    fit_queries = set(queries[: max(1, round(len(queries) * FIT_SHARE))])
+    fit = np.array([i for i, p in enumerate(pairs) if p.query_id in fit_queries], dtype=np.int64)
+    test = np.array([i for i, p in enumerate(pairs) if p.query_id not in fit_queries], dtype=np.int64)
+    return fit, test
+
+
+def small_sample_note(n_auto_test: int, alpha: float, delta: float | None) -> str | None:
+    """A warning when too few pairs were decided to support the target (None when enough)."""
+    needed = min_auto_decided(alpha, delta if delta is not None else 0.1)
+    if n_auto_test >= needed:
+        return None
+    return (f"only {n_auto_test} pairs were auto-decided on the calibration data; showing an error of at most "
+            f"{alpha:.1%} needs at least {needed} auto-decided pairs even with no errors (more labelled pairs)")
+
+
+def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: float | None = 0.05,
+                target_escalation: float | None = None, delta: float | None = 0.1, method: str = "platt",
+                groups: Sequence[str] | None = None, seed: int = 0) -> Recalibration:
+    """Fit calibration and thresholds on ``data``; raise ConfigError (writing nothing) when infeasible."""
+    pairs = data.pairs
+    y = binary_labels(pairs)
+    if len(pairs) < 20 or y.min() == y.max():
+        raise ConfigError(f"calibration needs at least 20 labelled pairs with both relevant and irrelevant ones; "
+                          f"got {len(pairs)} pairs, {int(y.sum())} relevant")
+    logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
+    g = np.asarray(groups) if groups is not None else None
+    if delta is not None and target_error is not None:
+        fit, test = _query_split(pairs, seed)
+        if len(set(y[fit].tolist())) < 2 or test.size == 0:
+            raise ConfigError("the fit half of the calibration data needs relevant and irrelevant pairs; label more "
+                              "pairs or more queries")
+        calibrator = fit_calibrator(method, logits[fit], y[fit])
+        probs = calibrator.predict(logits)
+        choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
+                                 groups=None if g is None else g[test])
+        if not choice.feasible:
+            need = choice.labels_needed
+            how = (f"about {need} labelled pairs of this data would be needed (you gave {len(pairs)})" if need
+                   else "the model's error on this data stays above the target at every escalation level, so "
+                        "more labels will not help; raise --target-error or use --target-escalation")
+            raise ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
+                              f">= {1 - delta:.0%} on these {len(pairs)} pairs: {how}. Nothing was written.")
+        auto_test = round((1.0 - choice.escalation_rate) * test.size)
+        evaluated = [pairs[i] for i in test]
+        metrics = compute_metrics(evaluated, probs[test], choice.policy)
+    else:
+        calibrator = fit_calibrator(method, logits, y)
+        probs = calibrator.predict(logits)
+        choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g)
+        auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
+        metrics = compute_metrics(pairs, probs, choice.policy)
+    note = small_sample_note(auto_test, target_error, delta) if target_error is not None else None
+    if note:
+        logger.warning("%s", note)
+    reference = make_reference(logits, [len(p.text) for p in pairs])
+    return Recalibration(calibrator=calibrator, choice=choice, metrics=metrics, reference=reference, note=note)
+
+
+def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet) -> Path:
+    """A new verified bundle: the source's files with the new calibration, thresholds and reference."""
+    from training.model_card import write_model_card
+
+    source = read_bundle(resolve_bundle(source_model))
+    out = Path(out)
+    if out.resolve() == source.path.resolve():
+        raise ConfigError("--out must differ from --model: calibrate writes a new bundle and keeps the original")
+    if out.exists():
+        raise ConfigError(f"--out {out} exists; choose a new directory so nothing stored is overwritten")
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source.path, staging)
+    manifest = source.manifest.model_dump(exclude={"files"})
+    manifest["calibration"] = result.calibrator.to_dict()
+    manifest["thresholds"] = {**result.choice.to_dict(), "small_sample_note": result.note}
+    manifest["metrics"] = {**manifest["metrics"], "recalibration": result.metrics}
+    manifest["training"] = {**manifest["training"], "recalibrated_on": data.summary()}
+    manifest["reference"] = result.reference
+    write_manifest(staging, manifest, sorted(source.manifest.files))
+    write_model_card(staging, {})
+    staging.replace(out)
+    return out
+
+
+def suggest_pairs(model: str | Path, pairs: Sequence[LabelledPair], n: int, *, seed: int = 0) -> list[LabelledPair]:
+    """The ``n`` pairs most worth labelling: closest to a threshold (where a label moves the band), at most a
+    few per query (round-robin over queries, so the labels cover the data)."""
+    if n < 1:
+        raise ConfigError(f"--suggest needs a positive number of pairs, got {n}")
+    grader = _grader(model)
+    probs = grader.probabilities(grader.score_pairs([(p.query, p.text) for p in pairs]).logits)
+    lower, upper = grader.policy.lower, grader.policy.upper
+    distance = np.minimum(np.abs(probs - lower), np.abs(probs - upper))
+    by_query: dict[str, list[int]] = defaultdict(list)
+    for i in np.argsort(distance, kind="stable"):
+        by_query[pairs[int(i)].query_id].append(int(i))
+    order = sorted(by_query, key=lambda q: distance[by_query[q][0]])
+    chosen: list[int] = []
+    depth = 0
+    while len(chosen) < min(n, len(pairs)):
+        added = False
+        for q in order:
+            if depth < len(by_query[q]) and len(chosen) < n:
+                chosen.append(by_query[q][depth])
+                added = True
+        if not added:
+            break
+        depth += 1
+    return [pairs[i] for i in chosen]
