@@ -9,6 +9,7 @@ behind at ``out``.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -142,5 +143,15 @@ def export_bundle(
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(tmp, out)
+    _apply_umask(out)
     read_bundle(out)
     return out
+
+
+def _apply_umask(root: Path) -> None:
+    """Give the bundle the modes any other tool would (the temporary directory it was staged in is 0700)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    root.chmod(0o777 & ~mask)
+    for path in root.rglob("*"):
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)

@@ -323,7 +323,8 @@ def _finish(
         },
         "metrics": {"validation": metrics},
         "versions": library_versions(),
-        "reference": make_reference(logits, [len(p.text) for p in val.pairs]),
+        # too few validation pairs for a meaningful reference: the bundle then has no shift detection
+        "reference": make_reference(logits, [len(p.text) for p in val.pairs]) if len(val.pairs) >= 20 else {},
     }
     files = [*model_files, "tokenizer.json", PROBE_FILE, "training_history.json"]
     write_manifest(out, manifest, files)

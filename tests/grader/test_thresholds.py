@@ -85,3 +85,20 @@ def test_tradeoff_curve_is_monotone():
     errors = [c["auto_error_rate"] for c in curve]
     assert errors[0] >= errors[-1]
     assert all(b <= a + 1e-9 for a, b in itertools.pairwise(errors))
+
+
+def test_grouped_target_holds_in_the_worst_group_not_only_pooled():
+    rng = np.random.default_rng(7)
+    y_a = rng.integers(0, 2, 3000)
+    p_a = np.clip(np.where(y_a == 1, rng.beta(6, 2, 3000), rng.beta(2, 6, 3000)), 0, 1)  # easy domain
+    y_b = rng.integers(0, 2, 1000)
+    p_b = np.clip(np.where(y_b == 1, rng.beta(3, 2, 1000), rng.beta(2, 3, 1000)), 0, 1)  # hard domain
+    p, y = np.concatenate([p_a, p_b]), np.concatenate([y_a, y_b])
+    groups = ["a"] * 3000 + ["b"] * 1000
+    pooled = choose_thresholds(p, y, max_error=0.05)
+    grouped = choose_thresholds(p, y, max_error=0.05, groups=groups)
+    assert pooled.per_group is None and set(grouped.per_group) == {"a", "b"}
+    assert all(g["auto_error_rate"] <= 0.05 + 1e-9 for g in grouped.per_group.values())
+    assert grouped.escalation_rate >= pooled.escalation_rate
+    with pytest.raises(ConfigError, match="group name"):
+        choose_thresholds(p, y, max_error=0.05, groups=["a"])

@@ -49,6 +49,15 @@ def test_export_records_parity(tiny_onnx_bundle):
     assert (tiny_onnx_bundle / "model.int8.onnx").stat().st_size < (tiny_onnx_bundle / "model.onnx").stat().st_size
 
 
+def test_exported_bundle_follows_the_umask_so_other_users_can_read_it(tiny_onnx_bundle):
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    assert tiny_onnx_bundle.stat().st_mode & 0o777 == 0o777 & ~mask
+    assert (tiny_onnx_bundle / "manifest.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
 def test_failed_parity_gate_leaves_no_bundle(tiny_torch_bundle, tmp_path):
     out = tmp_path / "never"
     with pytest.raises(ParityError, match="bundle not written"):

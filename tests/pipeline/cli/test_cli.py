@@ -133,3 +133,21 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
     golden.write_text('{"query": "x y z", "must_abstain": "no"}\n', encoding="utf-8")
     assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
     assert "golden.jsonl:1" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_an_unreachable_guarantee_and_writes_nothing(capsys, tmp_path, squad_pairs_file):
+    out = tmp_path / "recal"
+    assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
+                 "--target-error", "0.01", "--delta", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert "Nothing was written" in err and ("labelled pairs" in err or "will not help" in err)
+    assert not out.exists()
+
+
+def test_calibrate_suggests_pairs_near_the_thresholds_over_many_queries(capsys, tmp_path, squad_pairs_file):
+    out = tmp_path / "to_label.jsonl"
+    assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
+                 "--suggest", "12"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 12
+    assert len({r["query_id"] for r in rows}) >= 6  # spread over queries, not 12 chunks of one question
