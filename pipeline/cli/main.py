@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="crag", description="Corrective-RAG relevance grading toolkit")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     specs = list(BUILTIN)
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -49,6 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     for spec in specs:
         _load(spec)(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("crag-grader")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

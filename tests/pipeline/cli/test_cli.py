@@ -151,3 +151,10 @@ def test_calibrate_suggests_pairs_near_the_thresholds_over_many_queries(capsys, 
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 12
     assert len({r["query_id"] for r in rows}) >= 6  # spread over queries, not 12 chunks of one question
+
+
+def test_version_is_printed(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("crag 0.")
