@@ -184,8 +184,15 @@ class LLMGrader:
             if not self.breaker.allow():
                 return LLMFailure(reason=f"circuit open after repeated LLM failures ({last})")
             start = time.perf_counter()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return LLMFailure(reason=f"budget: deadline passed ({last})")
             try:
-                judgements = await self._call(client, query, texts)
+                # a call in flight is bounded by the time left, not only by its own timeout
+                judgements = await asyncio.wait_for(self._call(client, query, texts), timeout=left)
+            except TimeoutError:
+                self._add(calls=1, failed_calls=1)
+                return LLMFailure(reason="budget: deadline passed while the LLM call was in flight")
             except CallFailed as failure:
                 self._add(calls=1, failed_calls=1)
                 last = failure.reason

@@ -114,3 +114,20 @@ def test_policy_for_target(primary, squad_pairs_file):
     assert choice.escalation_rate <= 0.2
     with pytest.raises(ConfigError):
         Budget(max_llm_calls=-1)
+
+
+def test_deadline_bounds_calls_already_in_flight(primary, server):
+    """A hung LLM cannot hold the cascade past its deadline: calls in flight are cut at the time left."""
+    import time
+
+    server.default = "sleep"
+    server.sleep_s = 3.0
+    llm = LLMGrader(LLMConfig(model="fake", base_url=server.base_url, mode="json_object",
+                              retry=RetryPolicy(attempts=2, base_s=0.01), timeout_s=30.0, concurrency=4))
+    cascade = CascadeGrader(primary=primary, escalate_to=llm, policy=EVERYTHING_UNCERTAIN,
+                            budget=Budget(deadline_s=0.5))
+    start = time.monotonic()
+    grades = cascade.grade(QUERY, CHUNKS)
+    assert time.monotonic() - start < 0.5 + 0.2 + 0.3  # deadline + 0.2 s, plus the small model's own grading
+    assert len(grades) == len(CHUNKS)
+    assert all(g.escalation_failed and "deadline" in (g.reason or "") for g in grades)
