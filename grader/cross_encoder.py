@@ -147,8 +147,9 @@ class CrossEncoderGrader:
                     out[r][i] = Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic",
                                       chunk_id=chunk.chunk_id, reason="empty chunk text")
         if live:
-            scored = self.score_pairs([(prepared[r][0], prepared[r][1][i].text) for r, i in live])
-            self._watch_shift(scored.logits, [prepared[r][1][i].text for r, i in live])
+            texts = [prepared[r][1][i].text for r, i in live]
+            scored = self.score_pairs([(prepared[r][0], text) for (r, _), text in zip(live, texts, strict=True)])
+            self._watch_shift(scored.logits, texts)
             probs = self.probabilities(scored.logits)
             per_chunk_ms = 1000.0 * scored.seconds / len(live)
             n_truncated = int(scored.truncated.sum())

@@ -1,7 +1,7 @@
 """The shipped all-MiniLM-L6-v2 bi-encoder in int8 ONNX (numpy, tokenizers, onnxruntime; no torch).
 
-Used by the retrieval index for dense vectors, and by a grader bundle whose manifest asks for the base
-model's cosine as a feature (``fusion``): the bi-encoder's plain topical signal next to the cross-encoder's.
+Used by the retrieval index for dense vectors. It lives in ``grader`` (not ``pipeline``) so that a grader
+may also use the base model's cosine, which the next training round plans as a feature of the final score.
 """
 
 from __future__ import annotations
@@ -18,19 +18,9 @@ from models.bundle import sha256_file
 from models.deps import require
 from models.errors import BundleError
 
-__all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedder_dir"]
+__all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder"]
 
-EMBEDDERS = Path(models.__file__).resolve().parent / "embedders"
-EMBEDDER_DIR = EMBEDDERS / "minilm-l6"
-
-
-def embedder_dir(name: str) -> Path:
-    """The directory of a shipped embedder by name (``minilm-l6``)."""
-    path = EMBEDDERS / name
-    if not name or "/" in name or ".." in name or not (path / "manifest.json").is_file():
-        raise BundleError(f"no shipped embedder {name!r} under {EMBEDDERS}; available: "
-                          f"{sorted(p.name for p in EMBEDDERS.iterdir() if p.is_dir())}")
-    return path
+EMBEDDER_DIR = Path(models.__file__).resolve().parent / "embedders" / "minilm-l6"
 
 
 class OnnxMiniLMEmbedder:

@@ -70,18 +70,10 @@ class PairEncoder:
         self.stride = max(0, max_length // 4)
         self._windowed.enable_truncation(max_length=max_length, strategy="only_second", stride=self.stride)
 
-    def _windows_of(self, query: str, text: str, max_windows: int) -> tuple[list[object], bool]:
-        """Up to ``max_windows`` overlapping encodings of one pair, and whether text was left unread."""
+    def _clip(self, text: str, max_windows: int) -> tuple[str, bool]:
+        """Text past what ``max_windows`` windows could ever read is not tokenised at all."""
         cap = max_windows * self.max_length * CHARS_PER_TOKEN_CAP
-        clipped = len(text) > cap
-        text = text[:cap]
-        try:
-            enc = self._windowed.encode(query, text)
-        except Exception:  # the query alone fills the window ("only_second" cannot truncate): plain truncation
-            enc = self._tokenizer.encode(query, text)
-            return [enc], clipped or bool(enc.overflowing)
-        windows = [enc, *enc.overflowing]
-        return windows[:max_windows], clipped or len(windows) > max_windows
+        return text[:cap], len(text) > cap
 
     def encode_windows(
         self, pairs: Sequence[tuple[str, str]], *, max_windows: int, batch_size: int = 32, bucket: bool = True
@@ -90,17 +82,33 @@ class PairEncoder:
         ``max_length // 4``), at most ``max_windows`` per pair; the caller pools the window scores."""
         if max_windows < 1:
             raise ConfigError(f"max_windows must be >= 1, got {max_windows}")
+        clipped = [self._clip(text, max_windows) for _, text in pairs]
+        inputs = [(query, text) for (query, _), (text, _) in zip(pairs, clipped, strict=True)]
+        try:
+            encoded = [([enc, *enc.overflowing], False) for enc in self._windowed.encode_batch(inputs)]
+        except Exception:  # some query fills the whole window ("only_second" cannot truncate): pair by pair
+            encoded = [self._windows_of_one(query, text) for query, text in inputs]
         owner: list[int] = []
         encodings: list[object] = []
         read = np.zeros(len(pairs), dtype=np.int64)
         unread = np.zeros(len(pairs), dtype=bool)
-        for i, (query, text) in enumerate(pairs):
-            windows, left = self._windows_of(query, text, max_windows)
-            encodings += windows
-            owner += [i] * len(windows)
-            read[i], unread[i] = len(windows), left
+        for i, (windows, cut) in enumerate(encoded):
+            kept = windows[:max_windows]
+            encodings += kept
+            owner += [i] * len(kept)
+            read[i], unread[i] = len(kept), clipped[i][1] or cut or len(windows) > max_windows
         batches = list(self._batches(encodings, batch_size, bucket))
         return Windows(np.asarray(owner, dtype=np.int64), read, unread), batches
+
+    def _windows_of_one(self, query: str, text: str) -> tuple[list[Any], bool]:
+        """Windows of one pair, and whether text was cut without a window for it: a query that fills the
+        window falls back to plain truncation (one window, the rest unread)."""
+        try:
+            enc = self._windowed.encode(query, text)
+            return [enc, *enc.overflowing], False
+        except Exception:  # tokenizers raises a bare Exception when "only_second" cannot truncate enough
+            enc = self._tokenizer.encode(query, text)
+            return [enc], bool(enc.overflowing)
 
     def encode(
         self, pairs: Sequence[tuple[str, str]], batch_size: int = 32, bucket: bool = True

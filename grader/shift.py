@@ -21,20 +21,22 @@ import numpy as np
 
 from models.errors import ConfigError
 
-__all__ = ["ShiftMonitor", "ShiftStatus", "ks_two_sample", "make_reference"]
+__all__ = ["MIN_REFERENCE_PAIRS", "ShiftMonitor", "ShiftStatus", "ks_two_sample", "make_reference"]
 
 REFERENCE_QUANTILES = 201
 DEFAULT_WINDOW = 200
 DEFAULT_ALPHA = 1e-4
 RECALIBRATION_PAIRS = 200
+MIN_REFERENCE_PAIRS = 20
 
 
 def make_reference(logits: Any, lengths: Any) -> dict[str, Any]:
     """The bundle's reference: quantiles of calibration logits and chunk lengths (characters)."""
     x = np.asarray(logits, dtype=np.float64).ravel()
     n = np.asarray(lengths, dtype=np.float64).ravel()
-    if x.size < 20 or x.size != n.size or not np.all(np.isfinite(x)):
-        raise ConfigError(f"a shift reference needs at least 20 finite logits with lengths, got {x.size}")
+    if x.size < MIN_REFERENCE_PAIRS or x.size != n.size or not np.all(np.isfinite(x)):
+        raise ConfigError(f"a shift reference needs at least {MIN_REFERENCE_PAIRS} finite logits with lengths, "
+                          f"got {x.size}")
     qs = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)
     return {"n": int(x.size), "logit_quantiles": np.quantile(x, qs).round(5).tolist(),
             "length_quantiles": np.quantile(n, qs).round(1).tolist()}

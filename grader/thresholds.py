@@ -158,8 +158,9 @@ def choose_thresholds(
         lower, upper, esc, err = 0.0, 1.0, 1.0, 0.0
     policy = ThresholdPolicy(lower=lower, upper=upper)
     target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta}
-    if g is not None:
-        err = _auto_error(p, y, policy)[0]
+    if g is not None:  # the search ran on the worst group's rate; report the pooled one
+        auto_n, errors_n = _auto_counts(p, y, policy)
+        err = errors_n / auto_n if auto_n else 0.0
     return ThresholdChoice(
         policy=policy, target=target, feasible=feasible, n=n,
         escalation_rate=esc, auto_error_rate=err, auto_error_upper_bound=None,
@@ -176,12 +177,10 @@ def _group_names(groups: Any, n: int) -> np.ndarray | None:
     return g
 
 
-def _auto_error(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[float, float, int]:
-    """(auto-decided error, escalation rate, auto-decided count) of a band on labelled data."""
+def _auto_counts(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[int, int]:
+    """(auto-decided pairs, errors among them) of a band on labelled data."""
     accept, reject = p >= policy.upper, p <= policy.lower
-    auto = int((accept | reject).sum())
-    errors = int(((accept & (y == 0)) | (reject & (y == 1))).sum())
-    return (errors / auto if auto else 0.0), 1.0 - auto / max(p.size, 1), auto
+    return int((accept | reject).sum()), int(((accept & (y == 0)) | (reject & (y == 1))).sum())
 
 
 def per_group_figures(probs: Any, labels: Any, groups: Any, policy: ThresholdPolicy) -> dict[str, dict[str, float]]:
@@ -190,9 +189,10 @@ def per_group_figures(probs: Any, labels: Any, groups: Any, policy: ThresholdPol
     g = _group_names(groups, p.size)
     out: dict[str, dict[str, float]] = {}
     for name in np.unique(g) if g is not None else []:
-        err, esc, auto = _auto_error(p[g == name], y[g == name], policy)
-        out[str(name)] = {"n": int((g == name).sum()), "auto_error_rate": err, "escalation_rate": esc,
-                          "auto_decided": auto}
+        size = int((g == name).sum())
+        auto, errors = _auto_counts(p[g == name], y[g == name], policy)
+        out[str(name)] = {"n": size, "auto_error_rate": errors / auto if auto else 0.0,
+                          "escalation_rate": 1.0 - auto / size, "auto_decided": auto}
     return out
 
 
@@ -226,19 +226,11 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
         level_delta = delta / len(names)
         for level in np.linspace(1.0, 0.0, 101):
             band = choose_thresholds(p_fit, y_fit, max_escalation=float(level)).policy
-            accept, reject = p_test >= band.upper, p_test <= band.lower
-            auto = int((accept | reject).sum())
-            errors = int(((accept & (y_test == 0)) | (reject & (y_test == 1))).sum())
+            auto, errors = _auto_counts(p_test, y_test, band)
             if auto == 0:
                 continue
-            rejected = True
-            for name in names:
-                m = gt == name
-                g_auto = int((accept | reject)[m].sum())
-                g_err = int(((accept & (y_test == 0)) | (reject & (y_test == 1)))[m].sum())
-                if g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > level_delta:
-                    rejected = False
-            if not rejected:
+            per_name = [_auto_counts(p_test[gt == name], y_test[gt == name], band) for name in names]
+            if any(g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > level_delta for g_auto, g_err in per_name):
                 break  # cannot reject "risk > alpha" here: stop the fixed sequence
             chosen = ThresholdChoice(
                 policy=band, target=target, feasible=True, n=n,

@@ -23,7 +23,7 @@ import numpy as np
 
 from grader.calibration import CALIBRATION_METHODS, fit_calibrator
 from grader.encoding import EncodedBatch, PairEncoder
-from grader.shift import make_reference
+from grader.shift import MIN_REFERENCE_PAIRS, make_reference
 from grader.thresholds import choose_thresholds
 from models.bundle import write_manifest
 from models.deps import require
@@ -324,7 +324,8 @@ def _finish(
         "metrics": {"validation": metrics},
         "versions": library_versions(),
         # too few validation pairs for a meaningful reference: the bundle then has no shift detection
-        "reference": make_reference(logits, [len(p.text) for p in val.pairs]) if len(val.pairs) >= 20 else {},
+        "reference": (make_reference(logits, [len(p.text) for p in val.pairs])
+                      if len(val.pairs) >= MIN_REFERENCE_PAIRS else {}),
     }
     files = [*model_files, "tokenizer.json", PROBE_FILE, "training_history.json"]
     write_manifest(out, manifest, files)

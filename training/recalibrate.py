@@ -31,7 +31,15 @@ from models.registry import resolve_bundle
 from training.data import LabelledPair, PairSet
 from training.metrics import binary_labels, compute_metrics
 
-__all__ = ["Recalibration", "recalibrate", "small_sample_note", "suggest_pairs", "write_recalibrated"]
+__all__ = [
+    "Recalibration",
+    "check_new_bundle_dir",
+    "cross_encoder_grader",
+    "recalibrate",
+    "small_sample_note",
+    "suggest_pairs",
+    "write_recalibrated",
+]
 
 logger = logging.getLogger(__name__)
 FIT_SHARE = 0.5
@@ -48,7 +56,8 @@ class Recalibration:
     note: str | None
 
 
-def _grader(model: str | Path) -> CrossEncoderGrader:
+def cross_encoder_grader(model: str | Path) -> CrossEncoderGrader:
+    """The bundle's grader; recalibration needs a cross-encoder (raw logits to refit)."""
     grader = load_grader(resolve_bundle(model), backend="auto")
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError("recalibration needs a cross-encoder bundle")
@@ -117,16 +126,22 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     return Recalibration(calibrator=calibrator, choice=choice, metrics=metrics, reference=reference, note=note)
 
 
+def check_new_bundle_dir(source: str | Path, out: str | Path) -> Path:
+    """``out`` must be a new directory, not the source bundle: nothing stored is ever overwritten."""
+    out = Path(out)
+    if out.resolve() == Path(source).resolve():
+        raise ConfigError("--out must differ from --model: calibrate writes a new bundle and keeps the original")
+    if out.exists():
+        raise ConfigError(f"--out {out} exists; choose a new directory so nothing stored is overwritten")
+    return out
+
+
 def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet) -> Path:
     """A new verified bundle: the source's files with the new calibration, thresholds and reference."""
     from training.model_card import write_model_card
 
     source = read_bundle(resolve_bundle(source_model))
-    out = Path(out)
-    if out.resolve() == source.path.resolve():
-        raise ConfigError("--out must differ from --model: calibrate writes a new bundle and keeps the original")
-    if out.exists():
-        raise ConfigError(f"--out {out} exists; choose a new directory so nothing stored is overwritten")
+    out = check_new_bundle_dir(source.path, out)
     staging = out.with_name(out.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source.path, staging)
@@ -142,12 +157,12 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
     return out
 
 
-def suggest_pairs(model: str | Path, pairs: Sequence[LabelledPair], n: int, *, seed: int = 0) -> list[LabelledPair]:
+def suggest_pairs(model: str | Path, pairs: Sequence[LabelledPair], n: int) -> list[LabelledPair]:
     """The ``n`` pairs most worth labelling: closest to a threshold (where a label moves the band), at most a
     few per query (round-robin over queries, so the labels cover the data)."""
     if n < 1:
         raise ConfigError(f"--suggest needs a positive number of pairs, got {n}")
-    grader = _grader(model)
+    grader = cross_encoder_grader(model)
     probs = grader.probabilities(grader.score_pairs([(p.query, p.text) for p in pairs]).logits)
     lower, upper = grader.policy.lower, grader.policy.upper
     distance = np.minimum(np.abs(probs - lower), np.abs(probs - upper))

@@ -11,7 +11,7 @@ from training.commands.common import print_json
 from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
 
-__all__ = ['register_convert', 'register_label', 'register_mine']
+__all__ = ["register_convert", "register_label", "register_mine"]
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -71,8 +71,9 @@ def _label(args: argparse.Namespace) -> int:
     result = label_with_llm(llm, data.pairs, progress=not args.no_progress)
     count = write_pairs(result.labelled, args.out)
     print_json({"out": args.out, "labelled": count, "failed": len(result.failed),
-            "failures": [{"query": p.query, "text": p.text[:80], "reason": why} for p, why in result.failed[:20]],
-            "seconds": round(result.seconds, 1), "llm_calls": llm.stats.calls, "cost_usd": llm.stats.cost_usd})
+                "failures": [{"query": p.query, "text": p.text[:80], "reason": why}
+                             for p, why in result.failed[:20]],
+                "seconds": round(result.seconds, 1), "llm_calls": llm.stats.calls, "cost_usd": llm.stats.cost_usd})
     return 0 if count else 2
 
 

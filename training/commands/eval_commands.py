@@ -9,11 +9,12 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
+from models.registry import resolve_bundle
 from training.commands.common import add_target, print_json, targets_of
 from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
 
-__all__ = ['register_calibrate', 'register_eval']
+__all__ = ["register_calibrate", "register_eval"]
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -73,7 +74,13 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from training.recalibrate import _grader, recalibrate, suggest_pairs, write_recalibrated
+    from training.recalibrate import (
+        check_new_bundle_dir,
+        cross_encoder_grader,
+        recalibrate,
+        suggest_pairs,
+        write_recalibrated,
+    )
 
     if args.suggest:
         pool = load_pairs(args.data, labelled=False)
@@ -84,16 +91,16 @@ def _calibrate(args: argparse.Namespace) -> int:
                     "next": f"label them, then: crag calibrate --model {args.model} --data <labelled file> "
                             "--out <new bundle>"})
         return 0
-    if Path(args.out).exists():
-        raise ConfigError(f"--out {args.out} exists; choose a new directory so nothing stored is overwritten")
+    check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
     data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
     target_error, target_escalation = targets_of(args)
     delta = None if args.no_guarantee or target_escalation is not None else args.delta
     groups = None
     if args.group_by:
         groups = [str(p.metadata.get(args.group_by) or getattr(p, args.group_by, None) or "") for p in data.pairs]
-    result = recalibrate(_grader(args.model), data, target_error=target_error, target_escalation=target_escalation,
-                         delta=delta, method=args.calibration, groups=groups, seed=args.seed)
+    result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
+                         target_escalation=target_escalation, delta=delta, method=args.calibration,
+                         groups=groups, seed=args.seed)
     out = write_recalibrated(args.model, args.out, result, data)
     print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
                 "held_out_metrics": {k: result.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate",

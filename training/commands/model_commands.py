@@ -11,7 +11,7 @@ from training.commands.common import add_target, print_json, targets_of
 from training.data import PairSet, load_pairs
 from training.labels import parse_label_map
 
-__all__ = ['register_export', 'register_export_embedder', 'register_recipe', 'register_train']
+__all__ = ["register_export", "register_export_embedder", "register_recipe", "register_train"]
 
 
 def _train(args: argparse.Namespace) -> int:
