@@ -16,6 +16,7 @@ import numpy as np
 
 from grader.calibration import Calibrator, calibrator_from_dict
 from grader.encoding import EncodedBatch, PairEncoder
+from grader.fusion import FusionHead, cosines
 from grader.policy import ThresholdPolicy
 from grader.shift import ShiftMonitor, ShiftStatus
 from models.bundle import Bundle
@@ -45,8 +46,11 @@ class ScoredPairs:
     """Raw logits, truncation flags and windows read for a list of pairs, in input order."""
 
     def __init__(self, logits: np.ndarray, truncated: np.ndarray, seconds: float, batch_seconds: list[float],
-                 windows: np.ndarray | None = None):
+                 windows: np.ndarray | None = None, ce_logits: np.ndarray | None = None,
+                 cosines: np.ndarray | None = None):
         self.logits = logits
+        self.ce_logits = logits if ce_logits is None else ce_logits  # before fusion with the bi-encoder
+        self.cosines = cosines
         self.truncated = truncated
         self.seconds = seconds
         self.batch_seconds = batch_seconds
@@ -81,6 +85,14 @@ class CrossEncoderGrader:
         self.policy = policy or ThresholdPolicy.from_dict(manifest.thresholds)
         self.shift_monitor = ShiftMonitor(manifest.reference) if manifest.reference else None
         self._shift_warned = False
+        self.fusion = FusionHead.from_dict(manifest.fusion) if manifest.fusion else None
+        self.fusion_embedder = None
+        if self.fusion is not None:
+            from grader.embedder import OnnxMiniLMEmbedder  # lazily: embedder -> onnx_backend -> this module
+
+            # the grader's manifest already verified these files; one text per call, so that a cosine does not
+            # depend on its batch mates (dynamic int8 quantisation, see grader.onnx_backend)
+            self.fusion_embedder = OnnxMiniLMEmbedder(bundle.path / self.fusion.embedder, verify=False, batch_size=1)
 
     def shift_status(self) -> ShiftStatus | None:
         """Whether the chunks graded lately look like the calibration data (None: the bundle has no reference)."""
@@ -106,7 +118,8 @@ class CrossEncoderGrader:
         """Raw logits for many (query, text) pairs, in input order, with per-batch timings.
 
         A text longer than the model's window is read in up to ``max_windows`` overlapping windows and
-        its logit is the best window's (the answer may sit anywhere in a long page)."""
+        its logit is the best window's (the answer may sit anywhere in a long page). A fused bundle then
+        mixes in the frozen bi-encoder's cosine (:mod:`grader.fusion`); ``ce_logits`` keeps the unmixed ones."""
         n = len(pairs)
         batch_seconds: list[float] = []
         start = time.perf_counter()
@@ -119,7 +132,11 @@ class CrossEncoderGrader:
             batch_seconds.append(time.perf_counter() - t0)
         logits = np.full(n, -np.inf)
         np.maximum.at(logits, windows.owner, window_logits)
-        return ScoredPairs(logits, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
+        if self.fusion is None or n == 0:
+            return ScoredPairs(logits, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
+        cosine = cosines(self.fusion_embedder, pairs)
+        return ScoredPairs(self.fusion.combine(logits, cosine), windows.unread, time.perf_counter() - start,
+                           batch_seconds, windows.read, ce_logits=logits, cosines=cosine)
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
@@ -181,5 +198,6 @@ class CrossEncoderGrader:
             "max_length": self.encoder.max_length,
             "max_windows": self.max_windows,
             "calibration": self.calibrator.method,
+            "fusion": self.fusion.to_dict() if self.fusion else None,
             "policy": self.policy.to_dict(),
         }

@@ -70,6 +70,9 @@ class Manifest(BaseModel):
     parity: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
     reference: dict[str, Any] = Field(default_factory=dict)
+    fusion: dict[str, Any] = Field(
+        default_factory=dict, description="weights mixing the frozen bi-encoder's cosine into the score (crag fuse)"
+    )
 
 
 @dataclass(frozen=True)

@@ -98,15 +98,24 @@ def wikiqa_pairs(path: str | Path) -> list[LabelledPair]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: not a readable WikiQA TSV: {exc}") from exc
+    if text.lstrip()[:1] in ("{", "["):
+        raise DataError(f"{path}: looks like JSON, but `crag convert wikiqa` reads the WikiQA TSV "
+                        "(WikiQA-train.tsv / -dev.tsv / -test.tsv); for SQuAD JSON use `crag convert squad`")
     reader = csv.DictReader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE)
     needed = {"Question", "Sentence", "Label"}
-    if not needed <= set(reader.fieldnames or []):
-        raise DataError(f"{path}: WikiQA header must include {sorted(needed)}, got {reader.fieldnames}")
+    try:
+        fieldnames = reader.fieldnames
+        if not needed <= set(fieldnames or []):
+            raise DataError(f"{path}: WikiQA header must include {sorted(needed)}, got {fieldnames}")
+        rows = list(reader)
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a WikiQA TSV (line {reader.line_num}: {exc}); expected tab-separated "
+                        f"columns {sorted(needed)}") from exc
     pairs = []
     skipped = []
-    for row in reader:
+    for line, row in enumerate(rows, start=2):
         if row["Label"] not in ("0", "1") or not row["Question"] or not row["Sentence"]:
-            skipped.append(reader.line_num)
+            skipped.append(line)
             continue
         question = _unquote(row["Question"])
         pairs.append(

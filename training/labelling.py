@@ -5,6 +5,7 @@ Pairs the LLM cannot judge are left out and reported, never given a default labe
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -13,9 +14,13 @@ from dataclasses import dataclass, replace
 from grader.llm import LLMFailure, LLMGrader
 from grader.llm_prompts import PROMPT_VERSION
 from models.deps import require
+from models.errors import LLMError
 from training.data import LabelledPair
 
-__all__ = ["LabellingResult", "label_with_llm"]
+__all__ = ["FAIL_FAST_QUERIES", "LabellingResult", "label_with_llm"]
+
+#: When every pair of this many first queries fails, the LLM is down or misconfigured: stop, do not grind on.
+FAIL_FAST_QUERIES = 3
 
 
 @dataclass
@@ -36,9 +41,16 @@ def label_with_llm(llm: LLMGrader, pairs: Sequence[LabelledPair], *, progress: b
     labelled: list[LabelledPair | None] = [None] * len(pairs)
     failed: list[tuple[LabelledPair, str]] = []
     start = time.perf_counter()
+    judged_any = False
     with tqdm(total=len(pairs), desc="labelling", unit="pair", disable=not progress) as bar:
-        for members in by_query.values():
+        for n, members in enumerate(by_query.values()):
             results = llm.judge(pairs[members[0]].query, [pairs[i].text for i in members])
+            judged_any = judged_any or not all(isinstance(r, LLMFailure) for r in results)
+            if not judged_any and n + 1 >= min(FAIL_FAST_QUERIES, len(by_query)):
+                reason = next(r.reason for r in results if isinstance(r, LLMFailure))
+                raise LLMError(f"the LLM {llm.model!r} at {_endpoint(llm)} failed every pair of the first {n + 1} "
+                               f"queries ({reason}); is the server running and the model name right? "
+                               "Nothing was written.")
             for i, result in zip(members, results, strict=True):
                 if isinstance(result, LLMFailure):
                     failed.append((pairs[i], result.reason))
@@ -51,3 +63,8 @@ def label_with_llm(llm: LLMGrader, pairs: Sequence[LabelledPair], *, progress: b
                     })
             bar.update(len(members))
     return LabellingResult([p for p in labelled if p is not None], failed, time.perf_counter() - start)
+
+
+def _endpoint(llm: LLMGrader) -> str:
+    """The URL the LLM client talks to, for error messages."""
+    return llm.config.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1 (OpenAI)"

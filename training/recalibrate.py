@@ -85,14 +85,18 @@ def small_sample_note(n_auto_test: int, alpha: float, delta: float | None) -> st
 
 def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: float | None = 0.05,
                 target_escalation: float | None = None, delta: float | None = 0.1, method: str = "platt",
-                groups: Sequence[str] | None = None, seed: int = 0) -> Recalibration:
-    """Fit calibration and thresholds on ``data``; raise ConfigError (writing nothing) when infeasible."""
+                groups: Sequence[str] | None = None, seed: int = 0,
+                logits: np.ndarray | None = None) -> Recalibration:
+    """Fit calibration and thresholds on ``data``; raise ConfigError (writing nothing) when infeasible.
+
+    ``logits`` are the grader's raw scores of ``data`` when the caller already has them."""
     pairs = data.pairs
     y = binary_labels(pairs)
     if len(pairs) < 20 or y.min() == y.max():
         raise ConfigError(f"calibration needs at least 20 labelled pairs with both relevant and irrelevant ones; "
                           f"got {len(pairs)} pairs, {int(y.sum())} relevant")
-    logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
+    if logits is None:
+        logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
     g = np.asarray(groups) if groups is not None else None
     if delta is not None and target_error is not None:
         fit, test = _query_split(pairs, seed)

@@ -73,6 +73,9 @@ class RecipeConfig:
     partial_target: float = 0.75
     target_error: float = 0.05
     device: str = "cpu"
+    fusion_pairs_per_domain: int = 300
+    heldout_pairs_per_domain: int = 400
+    fusion_degenerate_share: float = 0.05
 
 
 def _group_split(pairs: list[LabelledPair], key: Any, shares: tuple[float, float], seed: int
@@ -187,6 +190,22 @@ def domain_sets(path: Path) -> dict[str, PairSet]:
     return {d: PairSet(ps, path=f"{path}#{d}") for d, ps in sorted(out.items())}
 
 
+def fusion_splits(files: dict[str, Path], work: Path, config: RecipeConfig) -> tuple[Path, Path]:
+    """``fuse.jsonl`` (validation + half of the test queries, with degenerate negatives) to choose the fusion and
+    calibrate it, and ``heldout.jsonl`` (the other half of the test queries) to report on; capped per domain."""
+    fuse: list[LabelledPair] = list(load_pairs(files["val"]).pairs)
+    heldout: list[LabelledPair] = []
+    for pairs in domain_sets(files["test"]).values():
+        halves = _group_split(pairs.pairs, lambda p: p.query_id, (0.5, 0.0), config.seed)
+        fuse += _cap(halves["val"], config.fusion_pairs_per_domain, config.seed)
+        heldout += _cap(halves["train"], config.heldout_pairs_per_domain, config.seed)
+    fuse += degenerate_negatives(fuse, count=round(len(fuse) * config.fusion_degenerate_share), seed=config.seed)
+    paths = work / "fuse.jsonl", work / "heldout.jsonl"
+    write_pairs(fuse, paths[0])
+    write_pairs(heldout, paths[1])
+    return paths
+
+
 def run_default_recipe(
     data_dir: str | Path, work: str | Path, out: str | Path, config: RecipeConfig | None = None,
     progress: bool = True,
@@ -196,6 +215,7 @@ def run_default_recipe(
     from training.evaluate import evaluate_bundle
     from training.export import export_bundle
     from training.finetune import TrainConfig, train_grader
+    from training.fusion import fuse_bundle
     from training.model_card import write_model_card
 
     config = config or RecipeConfig()
@@ -219,9 +239,16 @@ def run_default_recipe(
                        "training_mix": mix},
             ),
         )
-    export_bundle(trained, out, int8=True, keep_fp32=False, probe=files["val"])
+    exported = work / "onnx"
+    if not (exported / "manifest.json").is_file():
+        # int8 is gated below on the fused verdicts, which are what the bundle ships
+        export_bundle(trained, exported, int8=True, keep_fp32=True, probe=files["val"], max_flip_share=1.0)
+    fuse_path, heldout_path = fusion_splits(files, work, config)
+    fusion = fuse_bundle(exported, fuse_path, out, group_by="domain", target_error=config.target_error,
+                         int8_only=True)
+    (work / "fusion.json").write_text(json.dumps(fusion, indent=2) + "\n", encoding="utf-8")
     reports: dict[str, Any] = {}
-    for domain, pairs in domain_sets(files["test"]).items():
+    for domain, pairs in domain_sets(heldout_path).items():
         report = evaluate_bundle(out, pairs)
         report["biencoder_auroc"] = biencoder_auroc(pairs.pairs)
         reports[f"test:{domain}"] = report

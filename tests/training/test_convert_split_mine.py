@@ -40,6 +40,16 @@ def test_wikiqa_converter_groups_by_text_and_skips_broken_rows(fixtures):
     assert pairs[1].label is Verdict.RELEVANT and pairs[1].source == "Eiffel Tower"
 
 
+def test_wikiqa_converter_names_the_format_for_json_and_huge_fields(tmp_path):
+    (tmp_path / "squad.json").write_text('{"data": []}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"looks like JSON.*crag convert squad"):
+        wikiqa_pairs(tmp_path / "squad.json")
+    huge = "Question\tSentence\tLabel\nq\t" + "x" * 200_000 + "\t1\n"
+    (tmp_path / "huge.tsv").write_text(huge, encoding="utf-8")
+    with pytest.raises(DataError, match=r"not a WikiQA TSV.*field larger"):
+        wikiqa_pairs(tmp_path / "huge.tsv")
+
+
 def test_group_split_keeps_queries_apart(squad_pairs_file):
     from training.data import load_pairs
 

@@ -31,14 +31,28 @@ def test_crag_label_records_reasons(server, tmp_path, capsys):
     assert len(server.requests) == 2  # one call per query, chunks batched
 
 
-def test_crag_label_leaves_out_failures(server, tmp_path, capsys):
+def test_crag_label_fails_fast_naming_the_server_and_writes_nothing(server, tmp_path, capsys):
     server.default = "500"
     out = tmp_path / "labelled.jsonl"
     code = main(["label", "--data", str(_unlabelled(tmp_path)), "--out", str(out), "--llm-model", "fake",
                  "--llm-base-url", server.base_url, "--no-progress", "--llm-retries", "1"])
     assert code == 2
-    report = json.loads(capsys.readouterr().out)
-    assert report["labelled"] == 0 and report["failed"] == 3 and "500" in report["failures"][0]["reason"]
+    err = capsys.readouterr().err
+    assert server.base_url in err and "500" in err and "Nothing was written" in err
+    assert not out.exists() and not list(tmp_path.glob("labelled.jsonl*"))
+
+
+def test_crag_label_with_the_server_down_names_its_url(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "labelled.jsonl"
+    code = main(["label", "--data", str(_unlabelled(tmp_path)), "--out", str(out), "--llm-model", "fake",
+                 "--llm-base-url", f"http://127.0.0.1:{port}/v1", "--no-progress", "--llm-retries", "1"])
+    assert code == 2
+    assert f"127.0.0.1:{port}" in capsys.readouterr().err and not out.exists()
 
 
 def test_cascade_eval_real_and_simulated(server, squad_pairs_file):

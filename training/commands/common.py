@@ -31,3 +31,10 @@ def targets_of(args: argparse.Namespace) -> tuple[float | None, float | None]:
         return None, args.target_escalation
     return (0.05 if args.target_error is None else args.target_error), None
 
+
+
+def groups_of(pairs: list, key: str | None) -> list[str] | None:
+    """Each pair's group for ``--group-by``: a metadata field, or a pair attribute such as ``source``."""
+    if not key:
+        return None
+    return [str(p.metadata.get(key) or getattr(p, key, None) or "") for p in pairs]

@@ -69,8 +69,8 @@ def _label(args: argparse.Namespace) -> int:
         raise ConfigError("crag label needs an LLM: pass --llm-model (and --llm-base-url for a local server)")
     data = load_pairs(args.data, labelled=False)
     result = label_with_llm(llm, data.pairs, progress=not args.no_progress)
-    count = write_pairs(result.labelled, args.out)
-    print_json({"out": args.out, "labelled": count, "failed": len(result.failed),
+    count = write_pairs(result.labelled, args.out) if result.labelled else 0
+    print_json({"out": args.out if count else None, "labelled": count, "failed": len(result.failed),
                 "failures": [{"query": p.query, "text": p.text[:80], "reason": why}
                              for p, why in result.failed[:20]],
                 "seconds": round(result.seconds, 1), "llm_calls": llm.stats.calls, "cost_usd": llm.stats.cost_usd})

@@ -10,7 +10,7 @@ from grader.factory import load_grader
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.registry import resolve_bundle
-from training.commands.common import add_target, print_json, targets_of
+from training.commands.common import add_target, groups_of, print_json, targets_of
 from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
 
@@ -95,9 +95,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
     target_error, target_escalation = targets_of(args)
     delta = None if args.no_guarantee or target_escalation is not None else args.delta
-    groups = None
-    if args.group_by:
-        groups = [str(p.metadata.get(args.group_by) or getattr(p, args.group_by, None) or "") for p in data.pairs]
+    groups = groups_of(data.pairs, args.group_by)
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
                          groups=groups, seed=args.seed)

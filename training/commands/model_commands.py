@@ -11,7 +11,7 @@ from training.commands.common import add_target, print_json, targets_of
 from training.data import PairSet, load_pairs
 from training.labels import parse_label_map
 
-__all__ = ["register_export", "register_export_embedder", "register_recipe", "register_train"]
+__all__ = ["register_export", "register_export_embedder", "register_fuse", "register_recipe", "register_train"]
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -122,3 +122,33 @@ def register_export_embedder(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-length", type=int, default=256)
     p.set_defaults(handler=_export_embedder)
 
+
+
+def _fuse(args: argparse.Namespace) -> int:
+    from training.fusion import fuse_bundle
+
+    target_error, target_escalation = targets_of(args)
+    delta = None if args.no_guarantee or target_escalation is not None else args.delta
+    print_json(fuse_bundle(args.model, args.data, args.out, label_map=parse_label_map(args.label_map),
+                           group_by=args.group_by, target_error=target_error, target_escalation=target_escalation,
+                           delta=delta, calibration=args.calibration, int8_only=args.int8_only,
+                           max_flip=args.max_flip, probe_pairs=args.probe_pairs, seed=args.seed))
+    return 0
+
+
+def register_fuse(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fuse", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                       help="mix the frozen bi-encoder's cosine into a cross-encoder bundle, chosen for the worst "
+                            "domain of your labelled pairs, then calibrate the fused score")
+    p.add_argument("--model", required=True, help="cross-encoder ONNX bundle (crag export)")
+    p.add_argument("--data", required=True, help="labelled pairs from several domains (not the training pairs)")
+    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    p.add_argument("--group-by", default="domain", help="metadata field (or 'source') naming each pair's domain")
+    p.add_argument("--out", required=True, help="new bundle directory")
+    p.add_argument("--int8-only", action="store_true", help="ship only the int8 model (parity-gated)")
+    p.add_argument("--max-flip", type=float, default=0.02, help="max share of fused int8 verdict flips")
+    p.add_argument("--probe-pairs", type=int, default=1000, help="about how many pairs the parity check reads")
+    p.add_argument("--no-guarantee", action="store_true", help="point-estimate thresholds (not recommended)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the calibration fit/test split by query")
+    add_target(p, default_delta=None, default_calibration="platt")
+    p.set_defaults(handler=_fuse)

@@ -1,0 +1,46 @@
+"""The fused score: weights read from a manifest entry, validated, and applied the same way everywhere."""
+
+import numpy as np
+import pytest
+
+from grader.fusion import FEATURES, FusionHead, cosines
+from models.errors import BundleError
+
+
+def test_head_round_trips_and_combines_linearly():
+    head = FusionHead(weights=(0.5, 4.0), bias=-1.0)
+    again = FusionHead.from_dict(head.to_dict())
+    assert again == head
+    fused = again.combine(np.array([2.0, -2.0]), np.array([0.5, 0.0]))
+    assert fused.tolist() == [0.5 * 2 + 4 * 0.5 - 1, 0.5 * -2 - 1]
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"weights": [1, 2], "bias": 0}, "malformed"),
+    ({"features": list(FEATURES), "weights": [1, "x"], "bias": 0}, "malformed"),
+    ({"features": ["ce_logit", "bm25"], "weights": [1, 2], "bias": 0}, "re-run `crag fuse`"),
+    ({"features": list(FEATURES), "weights": [1, 2, 3], "bias": 0}, "re-run `crag fuse`"),
+    ({"features": list(FEATURES), "weights": [1, float("nan")], "bias": 0}, "finite"),
+])
+def test_malformed_manifest_entries_name_the_fix(entry, message):
+    with pytest.raises(BundleError, match=message):
+        FusionHead.from_dict(entry)
+
+
+class _Embedder:
+    """Unit vectors keyed by text, counting how often each text is embedded."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def embed(self, texts):
+        self.calls += list(texts)
+        vectors = {"q": [1.0, 0.0], "same": [1.0, 0.0], "other": [0.0, 1.0], "half": [0.6, 0.8]}
+        return np.array([vectors[t] for t in texts], dtype=np.float32)
+
+
+def test_cosines_embed_each_distinct_text_once():
+    embedder = _Embedder()
+    got = cosines(embedder, [("q", "same"), ("q", "other"), ("q", "half"), ("q", "same")])
+    assert np.allclose(got, [1.0, 0.0, 0.6, 1.0])
+    assert sorted(embedder.calls) == ["half", "other", "q", "same"]

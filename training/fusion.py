@@ -1,0 +1,200 @@
+"""``crag fuse``: mix the frozen bi-encoder's cosine into a cross-encoder bundle's score.
+
+The mix is chosen for the worst domain, not the average: for each candidate share of the cosine, every
+domain's regret (how far the fused AUROC falls below the better of the cross-encoder and the cosine alone on
+that domain) is measured and the share with the smallest worst regret wins (ties: the larger mean gain).
+How well that choice carries to an unseen domain is measured by leaving each domain out: choose on the
+others, score the one left out. The fused bundle is then calibrated and given thresholds
+like any other (:mod:`training.recalibrate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.cross_encoder import CrossEncoderGrader
+from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
+from grader.factory import load_grader
+from grader.fusion import FusionHead, cosines
+from models.bundle import read_bundle, write_manifest
+from models.deps import require
+from models.errors import ConfigError, ParityError
+from training.data import LabelledPair, PairSet
+from training.recalibrate import Recalibration, check_new_bundle_dir
+
+__all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "write_fused_bundle"]
+
+logger = logging.getLogger(__name__)
+
+#: Candidate shares of the (standardised) cosine in the fused score; 0 = cross-encoder only, 1 = cosine only.
+COSINE_SHARES = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 21))
+MIN_GROUP_PAIRS = 20
+
+
+@dataclass
+class FusionChoice:
+    """The chosen head, the per-domain AUROCs behind it and the leave-one-domain-out check."""
+
+    head: FusionHead
+    cosine_share: float
+    per_group: dict[str, dict[str, float]]
+    leave_one_out: dict[str, dict[str, float]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cosine_share": self.cosine_share, "head": self.head.to_dict(), "per_group": self.per_group,
+                "leave_one_domain_out": self.leave_one_out}
+
+
+def fusion_inputs(grader: CrossEncoderGrader, pairs: Sequence[LabelledPair],
+                  embedder: OnnxMiniLMEmbedder | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(cross-encoder logits, bi-encoder cosines) of labelled pairs, with the shipped int8 bi-encoder."""
+    if grader.fusion is not None:
+        raise ConfigError(f"bundle {grader.bundle.path} is already fused; fuse the cross-encoder bundle it came from")
+    texts = [(p.query, p.text) for p in pairs]
+    logits = grader.score_pairs(texts).logits
+    embedder = embedder or OnnxMiniLMEmbedder(EMBEDDER_DIR, batch_size=1)  # as the fused grader runs it
+    return logits, cosines(embedder, texts)
+
+
+def _auroc(y: np.ndarray, s: np.ndarray) -> float:
+    return float(require("sklearn.metrics", "train").roc_auc_score(y, s))
+
+
+def _usable_groups(y: np.ndarray, groups: np.ndarray) -> list[str]:
+    return [g for g in sorted(set(groups.tolist()))
+            if (groups == g).sum() >= MIN_GROUP_PAIRS and 0 < y[groups == g].sum() < (groups == g).sum()]
+
+
+def _best_share(z_ce: np.ndarray, z_cos: np.ndarray, y: np.ndarray, groups: np.ndarray,
+                names: list[str]) -> float:
+    """The cosine share with the smallest worst-domain regret: how far the fused AUROC falls below the better
+    of the two inputs alone on that domain (ties: the larger mean gain over the cosine)."""
+    masks = {g: groups == g for g in names}
+    ce_auc = {g: _auroc(y[m], z_ce[m]) for g, m in masks.items()}
+    cos_auc = {g: _auroc(y[m], z_cos[m]) for g, m in masks.items()}
+
+    def key(share: float) -> tuple[float, float, float]:
+        fused = (1.0 - share) * z_ce + share * z_cos
+        auc = {g: _auroc(y[m], fused[m]) for g, m in masks.items()}
+        regret = max(max(ce_auc[g], cos_auc[g]) - auc[g] for g in names)
+        gain = float(np.mean([auc[g] - cos_auc[g] for g in names]))
+        return -round(regret, 4), round(gain, 4), -share
+
+    return max(COSINE_SHARES, key=key)
+
+
+def choose_fusion(ce_logits: np.ndarray, cosine: np.ndarray, y: np.ndarray, groups: Sequence[str]) -> FusionChoice:
+    """The share of the cosine that helps the worst domain most, with the per-domain evidence."""
+    g = np.asarray(groups)
+    names = _usable_groups(y, g)
+    if len(names) < 2:
+        raise ConfigError(f"fusion is chosen across domains and needs at least 2 groups with {MIN_GROUP_PAIRS}+ "
+                          f"pairs of both classes; got {names or 'none'} (check --group-by)")
+    mean_ce, sd_ce = float(ce_logits.mean()), float(ce_logits.std()) or 1.0
+    mean_cos, sd_cos = float(cosine.mean()), float(cosine.std()) or 1.0
+    z_ce, z_cos = (ce_logits - mean_ce) / sd_ce, (cosine - mean_cos) / sd_cos
+    share = _best_share(z_ce, z_cos, y, g, names)
+    head = FusionHead(weights=((1.0 - share) / sd_ce, share / sd_cos),
+                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos))
+    fused = head.combine(ce_logits, cosine)
+    per_group = {name: {"pairs": int((g == name).sum()),
+                        "auroc_cross_encoder": _auroc(y[g == name], ce_logits[g == name]),
+                        "auroc_biencoder": _auroc(y[g == name], cosine[g == name]),
+                        "auroc_fused": _auroc(y[g == name], fused[g == name])} for name in names}
+    left_out = {}
+    for name in names:
+        others = [n for n in names if n != name]
+        if len(others) < 2:
+            continue
+        keep = g != name
+        held_share = _best_share(z_ce[keep], z_cos[keep], y[keep], g[keep], others)
+        held = (1.0 - held_share) * z_ce + held_share * z_cos
+        left_out[name] = {"cosine_share": held_share,
+                          "auroc_fused": _auroc(y[g == name], held[g == name]),
+                          "auroc_biencoder": per_group[name]["auroc_biencoder"]}
+    return FusionChoice(head=head, cosine_share=share, per_group=per_group, leave_one_out=left_out)
+
+
+def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: FusionChoice, recal: Recalibration,
+                       data: PairSet, *, probe: Sequence[LabelledPair] = (), int8_only: bool = False,
+                       max_flip: float = 0.02) -> Path:
+    """A new verified bundle: the source's files, the bi-encoder under ``embedder/``, the fusion head and the
+    calibration and thresholds fitted on the fused logits (``recal``).
+
+    With both fp32 and int8 models, the fused verdicts of the two are compared on ``probe``; ``int8_only``
+    ships only the int8 model and then requires at most ``max_flip`` of the verdicts to flip."""
+    from training.export import parity_report
+    from training.model_card import write_model_card
+
+    src = read_bundle(source.bundle.path)
+    out = check_new_bundle_dir(src.path, out)
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(src.path, staging)
+    embedder_dir = staging / choice.head.embedder
+    shutil.copytree(EMBEDDER_DIR, embedder_dir)
+    files = sorted(src.manifest.files) + sorted(
+        f"{choice.head.embedder}/{p.name}" for p in embedder_dir.iterdir() if p.is_file())
+    manifest = src.manifest.model_dump(exclude={"files"})
+    manifest["fusion"] = choice.head.to_dict()
+    manifest["calibration"] = recal.calibrator.to_dict()
+    manifest["thresholds"] = {**recal.choice.to_dict(), "small_sample_note": recal.note}
+    manifest["metrics"] = {**manifest["metrics"], "fusion": choice.to_dict(), "recalibration": recal.metrics}
+    manifest["training"] = {**manifest["training"], "fused_on": data.summary()}
+    manifest["reference"] = recal.reference
+    write_manifest(staging, manifest, files)
+    variants = src.manifest.model_files
+    if "fp32" in variants and "int8" in variants and probe:
+        report = parity_report(load_grader(staging, variant="fp32"), load_grader(staging, variant="int8"),
+                               PairSet(list(probe)))
+        manifest["parity"] = {**manifest["parity"], "fused_int8": report}
+        if int8_only:
+            if report["verdict_flip_share"] > max_flip:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise ParityError(f"the fused int8 model flips {report['verdict_flip_share']:.1%} of the fused fp32 "
+                                  f"verdicts on {report['probe_pairs']} pairs (allowed {max_flip:.1%}, --max-flip); "
+                                  "fuse without --int8-only. Nothing was written.")
+            (staging / variants["fp32"]).unlink()
+            files.remove(variants["fp32"])
+            manifest["model_files"] = {k: v for k, v in variants.items() if k != "fp32"}
+        write_manifest(staging, manifest, files)
+    elif int8_only:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigError(f"--int8-only needs a bundle with both fp32 and int8 models (export with --int8); "
+                          f"{src.path} has {sorted(variants)}")
+    write_model_card(staging, {})
+    staging.replace(out)
+    return out
+
+
+def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
+                group_by: str = "domain", target_error: float | None = 0.05, target_escalation: float | None = None,
+                delta: float | None = None, calibration: str = "platt", int8_only: bool = False,
+                max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """``crag fuse``: choose the fusion on ``data_path``, calibrate the fused score, write the new bundle."""
+    from training.commands.common import groups_of
+    from training.data import load_pairs
+    from training.metrics import binary_labels
+    from training.recalibrate import cross_encoder_grader, recalibrate
+
+    source = cross_encoder_grader(model)
+    check_new_bundle_dir(source.bundle.path, out)  # before the slow scoring, not after
+    data = load_pairs(data_path, label_map=label_map)
+    groups = groups_of(data.pairs, group_by) or []
+    ce_logits, cosine = fusion_inputs(source, data.pairs)
+    choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups)
+    recal = recalibrate(source, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
+                        method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine))
+    probe = data.pairs[:: max(1, len(data.pairs) // max(1, probe_pairs))]
+    written = write_fused_bundle(source, out, choice, recal, data, probe=probe, int8_only=int8_only,
+                                 max_flip=max_flip)
+    return {"out": str(written), "cosine_share": choice.cosine_share, "per_domain": choice.per_group,
+            "leave_one_domain_out": choice.leave_one_out, "thresholds": recal.choice.to_dict(),
+            "parity": read_bundle(written).manifest.parity.get("fused_int8"), "warning": recal.note}
