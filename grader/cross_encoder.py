@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from grader.calibration import Calibrator, calibrator_from_dict
+from grader.echo import repeats_query
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.fusion import FusionHead, cosines
 from grader.policy import ThresholdPolicy
@@ -158,11 +159,16 @@ class CrossEncoderGrader:
         live: list[tuple[int, int]] = []
         for r, (_, items) in enumerate(prepared):
             for i, chunk in enumerate(items):
-                if chunk.text.strip():
-                    live.append((r, i))
-                else:
+                if not chunk.text.strip():
                     out[r][i] = Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic",
                                       chunk_id=chunk.chunk_id, reason="empty chunk text")
+                elif repeats_query(prepared[r][0], chunk.text):
+                    out[r][i] = Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic",
+                                      chunk_id=chunk.chunk_id,
+                                      reason="the chunk only repeats words of the query; it adds nothing that "
+                                             "could answer it")
+                else:
+                    live.append((r, i))
         if live:
             texts = [prepared[r][1][i].text for r, i in live]
             scored = self.score_pairs([(prepared[r][0], text) for (r, _), text in zip(live, texts, strict=True)])

@@ -24,12 +24,17 @@ from pipeline.cli.output import print_json
 __all__ = ["grade_stream", "register_grade_file"]
 
 
-def _pairs(path: Path) -> Iterator[tuple[int, str, str, Any]]:
+#: Fields of an input line copied to its output line, so results join back to the user's data.
+KEPT_FIELDS = ("id", "query_id", "chunk_id")
+
+
+def _pairs(path: Path) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
     for number, record in iter_json_lines(path, what="pair file"):
         if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
                 or not isinstance(record.get("text"), str) or not record["query"].strip():
             raise DataError(f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'")
-        yield number, record["query"], record["text"], record.get("id", number)
+        kept = {"id": number, **{k: record[k] for k in KEPT_FIELDS if k in record}}
+        yield number, record["query"], record["text"], kept
 
 
 def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256) -> dict[str, Any]:
@@ -37,16 +42,16 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
     if block < 1:
         raise ConfigError(f"block must be >= 1, got {block}")
     started, count, uncertain = time.perf_counter(), 0, 0
-    pending: list[tuple[int, str, str, Any]] = []
+    pending: list[tuple[int, str, str, dict[str, Any]]] = []
 
     def flush() -> None:
         nonlocal count, uncertain
         scored = grader.score_pairs([(q, t) for _, q, t, _ in pending])
         probs = grader.probabilities(scored.logits)
-        for (_, _, _, pair_id), p, truncated in zip(pending, probs, scored.truncated, strict=True):
+        for (_, _, _, kept), p, truncated in zip(pending, probs, scored.truncated, strict=True):
             verdict, band = grader.policy.verdict(float(p))
             uncertain += band
-            out.write(json.dumps({"id": pair_id, "probability": round(float(p), 6), "verdict": verdict.value,
+            out.write(json.dumps({**kept, "probability": round(float(p), 6), "verdict": verdict.value,
                                   "uncertain": band, "truncated": bool(truncated)}) + "\n")
         out.flush()
         count += len(pending)
@@ -83,7 +88,8 @@ def _grade_file(args: argparse.Namespace) -> int:
 
 def register_grade_file(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grade-file", help="grade a large JSONL file of (query, text) pairs with bounded memory")
-    p.add_argument("pairs", help="JSONL with 'query', 'text' and optional 'id' per line")
+    p.add_argument("pairs", help="JSONL with 'query', 'text' and optional 'id', 'query_id', 'chunk_id' per line "
+                                 "(copied to the output; 'id' defaults to the line number)")
     p.add_argument("--out", required=True, help="output JSONL (written atomically), or - for stdout")
     p.add_argument("--model", default="default")
     p.add_argument("--threads", type=int, default=None)

@@ -37,12 +37,25 @@ def _load(spec: str) -> Callable[[argparse._SubParsersAction], None]:
     return register
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """Sub-command parsers show each option's default in ``--help``."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:  # type: ignore[override]
+        if kwargs.get("help") is None and kwargs.get("default") not in (None, False, argparse.SUPPRESS):
+            kwargs["help"] = "(default: %(default)s)"  # an option without help text still shows its default
+        return super().add_argument(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="crag", description="Corrective-RAG relevance grading toolkit")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     specs = list(BUILTIN)
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry.value not in specs:

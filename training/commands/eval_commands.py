@@ -108,8 +108,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def register_calibrate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="refit calibration and thresholds of a bundle on your labelled pairs",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("calibrate", help="refit calibration and thresholds of a bundle on your labelled pairs")
     p.add_argument("--model", default="default", help="bundle name or directory")
     p.add_argument("--data", required=True, help="labelled pairs of your domain (with --suggest: unlabelled)")
     p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")

@@ -137,7 +137,7 @@ def _fuse(args: argparse.Namespace) -> int:
 
 
 def register_fuse(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fuse", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    p = sub.add_parser("fuse",
                        help="mix the frozen bi-encoder's cosine into a cross-encoder bundle, chosen for the worst "
                             "domain of your labelled pairs, then calibrate the fused score")
     p.add_argument("--model", required=True, help="cross-encoder ONNX bundle (crag export)")

@@ -158,3 +158,14 @@ def test_version_is_printed(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("crag 0.")
+
+
+@pytest.mark.parametrize(("command", "shown"), [
+    ("grade-file", "--model MODEL (default: default)"),
+    ("ask", "(default: 20.0)"),
+    ("calibrate", "(default: 0.1)"),
+])
+def test_help_shows_every_default(capsys, command, shown):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert shown in " ".join(capsys.readouterr().out.split())

@@ -38,7 +38,7 @@ def test_keys_create_list_revoke(capsys, tmp_path):
 
 def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
     pairs = tmp_path / "pairs.jsonl"
-    lines = [{"id": f"p{i}", "query": "What is the capital of France?",
+    lines = [{"id": f"p{i}", "query_id": "q1", "chunk_id": f"c{i}", "query": "What is the capital of France?",
               "text": "Paris is the capital of France." if i % 2 else "Bananas are yellow."} for i in range(7)]
     pairs.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     out = tmp_path / "graded.jsonl"
@@ -46,6 +46,7 @@ def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
     summary = json.loads(capsys.readouterr().out)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert summary["pairs"] == 7 and [r["id"] for r in rows] == [f"p{i}" for i in range(7)]
+    assert [(r["query_id"], r["chunk_id"]) for r in rows] == [("q1", f"c{i}") for i in range(7)]
     assert rows[1]["probability"] > rows[0]["probability"]
     pairs.write_text(json.dumps(lines[0]) + "\n" + '{"query": "q"}\n', encoding="utf-8")
     assert main(["grade-file", str(pairs), "--out", str(tmp_path / "bad.jsonl")]) == 2

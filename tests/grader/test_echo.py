@@ -1,0 +1,28 @@
+"""Echoes of the question are decided irrelevant before the model, which scores them high."""
+
+import pytest
+
+from grader import load_grader
+from grader.echo import repeats_query
+
+
+@pytest.mark.parametrize(("query", "text", "echo"), [
+    ("hello", "hello", True),
+    ("Is there an IKEA in Dubai?", "So is there an IKEA there?", True),
+    ("Is there an IKEA in Dubai?", "i have the same problem too", True),
+    ("What is the capital of France?", "???", True),
+    ("What is the capital of France?", "Paris.", False),
+    ("When was the Eiffel Tower built?", "1889", False),
+    ("x", "y", False),
+])
+def test_repeats_query(query, text, echo):
+    assert repeats_query(query, text) is echo
+
+
+def test_grader_decides_echoes_without_the_model_and_grades_the_rest():
+    grader = load_grader("default")
+    echo, answer = grader.grade("Is there an IKEA in Dubai?",
+                                ["So is there an IKEA there?", "Yes, IKEA Dubai is at Festival City."])
+    assert (echo.verdict.value, echo.decided_by, echo.probability) == ("irrelevant", "heuristic", 0.0)
+    assert "repeats" in echo.reason and not echo.uncertain
+    assert answer.decided_by == "model" and answer.probability > 0.3
