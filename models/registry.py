@@ -39,5 +39,6 @@ def resolve_bundle(name_or_path: str | Path) -> Path:
         return path
     names = available_bundles()
     close = difflib.get_close_matches(key, names, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise BundleError(f"no grader bundle named or at {key!r}{hint} Known names: {names}")
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    raise BundleError(f"no grader bundle named or at {key!r}{hint} Known names: {', '.join(names) or 'none'}; "
+                      "or pass the path of a bundle directory.")

@@ -73,6 +73,9 @@ def test_registry_did_you_mean():
     assert "default" in available_bundles()
     with pytest.raises(BundleError, match="did you mean 'default'"):
         resolve_bundle("defualt")
+    with pytest.raises(BundleError) as info:
+        resolve_bundle("zzzz")
+    assert str(info.value).startswith("no grader bundle named or at 'zzzz'. Known names: default")
 
 
 def test_register_bundle(tmp_path):
