@@ -39,6 +39,12 @@ def validate_query(query: object) -> str:
 DEFAULT_MAX_WINDOWS = 4
 
 
+def _rule_grade(chunk: Chunk, reason: str) -> Grade:
+    """An irrelevant verdict decided by a rule before the model (empty text, echoes of the query)."""
+    return Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic", chunk_id=chunk.chunk_id,
+                 reason=reason)
+
+
 class DataShiftWarning(UserWarning):
     """The live data has moved away from the data the grader's thresholds were calibrated on."""
 
@@ -47,11 +53,8 @@ class ScoredPairs:
     """Raw logits, truncation flags and windows read for a list of pairs, in input order."""
 
     def __init__(self, logits: np.ndarray, truncated: np.ndarray, seconds: float, batch_seconds: list[float],
-                 windows: np.ndarray | None = None, ce_logits: np.ndarray | None = None,
-                 cosines: np.ndarray | None = None):
+                 windows: np.ndarray | None = None):
         self.logits = logits
-        self.ce_logits = logits if ce_logits is None else ce_logits  # before fusion with the bi-encoder
-        self.cosines = cosines
         self.truncated = truncated
         self.seconds = seconds
         self.batch_seconds = batch_seconds
@@ -120,7 +123,7 @@ class CrossEncoderGrader:
 
         A text longer than the model's window is read in up to ``max_windows`` overlapping windows and
         its logit is the best window's (the answer may sit anywhere in a long page). A fused bundle then
-        mixes in the frozen bi-encoder's cosine (:mod:`grader.fusion`); ``ce_logits`` keeps the unmixed ones."""
+        mixes in the frozen bi-encoder's cosine (:mod:`grader.fusion`)."""
         n = len(pairs)
         batch_seconds: list[float] = []
         start = time.perf_counter()
@@ -135,9 +138,8 @@ class CrossEncoderGrader:
         np.maximum.at(logits, windows.owner, window_logits)
         if self.fusion is None or n == 0:
             return ScoredPairs(logits, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
-        cosine = cosines(self.fusion_embedder, pairs)
-        return ScoredPairs(self.fusion.combine(logits, cosine), windows.unread, time.perf_counter() - start,
-                           batch_seconds, windows.read, ce_logits=logits, cosines=cosine)
+        fused = self.fusion.combine(logits, cosines(self.fusion_embedder, pairs))
+        return ScoredPairs(fused, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
@@ -160,13 +162,10 @@ class CrossEncoderGrader:
         for r, (_, items) in enumerate(prepared):
             for i, chunk in enumerate(items):
                 if not chunk.text.strip():
-                    out[r][i] = Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic",
-                                      chunk_id=chunk.chunk_id, reason="empty chunk text")
+                    out[r][i] = _rule_grade(chunk, "empty chunk text")
                 elif repeats_query(prepared[r][0], chunk.text):
-                    out[r][i] = Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic",
-                                      chunk_id=chunk.chunk_id,
-                                      reason="the chunk only repeats words of the query; it adds nothing that "
-                                             "could answer it")
+                    out[r][i] = _rule_grade(chunk, "the chunk only repeats words of the query; it adds nothing "
+                                                   "that could answer it")
                 else:
                     live.append((r, i))
         if live:

@@ -9,6 +9,7 @@ so this rule runs before them, like the rule for empty chunks.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["repeats_query"]
 
@@ -27,6 +28,12 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
 
 
+@lru_cache(maxsize=256)
+def _query_words(query: str) -> frozenset[str]:
+    """A query's content words, computed once for all the chunks graded against it."""
+    return frozenset(_content_words(query))
+
+
 def repeats_query(query: str, text: str) -> bool:
     """True when ``text`` has no content word that is not already in ``query``."""
-    return _content_words(text) <= _content_words(query)
+    return _content_words(text) <= _query_words(query)

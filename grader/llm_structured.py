@@ -21,7 +21,7 @@ from grader.resilience import CircuitBreaker
 from models.deps import require
 from models.errors import ConfigError, LLMError
 
-__all__ = ["CallFailed", "LLMStats", "StructuredLLM", "call_failure", "openai_client_kwargs"]
+__all__ = ["CallFailed", "LLMStats", "StructuredLLM", "base_url_of", "call_failure", "openai_client_kwargs"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -64,10 +64,15 @@ def _retry_after(exc: Any) -> float | None:
         return None
 
 
+def base_url_of(config: Any) -> str | None:
+    """The server URL a client of ``config`` talks to (None: the SDK's default, OpenAI)."""
+    return config.base_url or os.environ.get("OPENAI_BASE_URL")
+
+
 def openai_client_kwargs(config: Any) -> dict[str, Any]:
     """api_key / base_url / timeout for an SDK client; local servers accept any key."""
     api_key = config.api_key or os.environ.get("OPENAI_API_KEY")
-    base_url = config.base_url or os.environ.get("OPENAI_BASE_URL")
+    base_url = base_url_of(config)
     if not api_key:
         if not base_url:
             raise ConfigError("no LLM endpoint: set base_url (--llm-base-url) or OPENAI_API_KEY for OpenAI")

@@ -12,7 +12,7 @@ import io
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
 
-__all__ = ["LabelledPair", "PairSet", "group_by_query", "load_pairs", "query_key", "write_pairs"]
+__all__ = ["LabelledPair", "PairSet", "group_by_query", "groups_of", "load_pairs", "query_key", "write_pairs"]
 
 logger = logging.getLogger(__name__)
 REQUIRED = ("query", "text", "label")
@@ -214,6 +214,13 @@ def group_by_query(pairs: Iterable[LabelledPair]) -> dict[str, list[LabelledPair
     for pair in pairs:
         groups[pair.query_id].append(pair)
     return dict(groups)
+
+
+def groups_of(pairs: Sequence[LabelledPair], key: str | None) -> list[str] | None:
+    """Each pair's group for ``--group-by``: a metadata field, or a pair attribute such as ``source``."""
+    if not key:
+        return None
+    return [str(p.metadata.get(key) or getattr(p, key, None) or "") for p in pairs]
 
 
 def write_pairs(pairs: Iterable[LabelledPair], path: str | Path) -> int:

@@ -122,12 +122,13 @@ def choose_fusion(ce_logits: np.ndarray, cosine: np.ndarray, y: np.ndarray, grou
 
 def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: FusionChoice, recal: Recalibration,
                        data: PairSet, *, probe: Sequence[LabelledPair] = (), int8_only: bool = False,
-                       max_flip: float = 0.02) -> Path:
+                       max_flip: float = 0.02) -> tuple[Path, dict[str, Any] | None]:
     """A new verified bundle: the source's files, the bi-encoder under ``embedder/``, the fusion head and the
     calibration and thresholds fitted on the fused logits (``recal``).
 
     With both fp32 and int8 models, the fused verdicts of the two are compared on ``probe``; ``int8_only``
-    ships only the int8 model and then requires at most ``max_flip`` of the verdicts to flip."""
+    ships only the int8 model and then requires at most ``max_flip`` of the verdicts to flip. Returns the new
+    bundle's path and that parity report (None when not measured)."""
     from training.export import parity_report
     from training.model_card import write_model_card
 
@@ -149,6 +150,7 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     manifest["reference"] = recal.reference
     write_manifest(staging, manifest, files)
     variants = src.manifest.model_files
+    report = None
     if "fp32" in variants and "int8" in variants and probe:
         report = parity_report(load_grader(staging, variant="fp32"), load_grader(staging, variant="int8"),
                                PairSet(list(probe)))
@@ -169,7 +171,7 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
                           f"{src.path} has {sorted(variants)}")
     write_model_card(staging, {})
     staging.replace(out)
-    return out
+    return out, report
 
 
 def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
@@ -177,8 +179,7 @@ def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, la
                 delta: float | None = None, calibration: str = "platt", int8_only: bool = False,
                 max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
     """``crag fuse``: choose the fusion on ``data_path``, calibrate the fused score, write the new bundle."""
-    from training.commands.common import groups_of
-    from training.data import load_pairs
+    from training.data import groups_of, load_pairs
     from training.metrics import binary_labels
     from training.recalibrate import cross_encoder_grader, recalibrate
 
@@ -191,8 +192,8 @@ def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, la
     recal = recalibrate(source, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
                         method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine))
     probe = data.pairs[:: max(1, len(data.pairs) // max(1, probe_pairs))]
-    written = write_fused_bundle(source, out, choice, recal, data, probe=probe, int8_only=int8_only,
-                                 max_flip=max_flip)
+    written, parity = write_fused_bundle(source, out, choice, recal, data, probe=probe, int8_only=int8_only,
+                                         max_flip=max_flip)
     return {"out": str(written), "cosine_share": choice.cosine_share, "per_domain": choice.per_group,
             "leave_one_domain_out": choice.leave_one_out, "thresholds": recal.choice.to_dict(),
-            "parity": read_bundle(written).manifest.parity.get("fused_int8"), "warning": recal.note}
+            "parity": parity, "warning": recal.note}

@@ -5,7 +5,6 @@ Pairs the LLM cannot judge are left out and reported, never given a default labe
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from grader.llm import LLMFailure, LLMGrader
 from grader.llm_prompts import PROMPT_VERSION
+from grader.llm_structured import base_url_of
 from models.deps import require
 from models.errors import LLMError
 from training.data import LabelledPair
@@ -67,4 +67,4 @@ def label_with_llm(llm: LLMGrader, pairs: Sequence[LabelledPair], *, progress: b
 
 def _endpoint(llm: LLMGrader) -> str:
     """The URL the LLM client talks to, for error messages."""
-    return llm.config.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1 (OpenAI)"
+    return base_url_of(llm.config) or "https://api.openai.com/v1 (OpenAI)"

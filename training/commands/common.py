@@ -33,8 +33,6 @@ def targets_of(args: argparse.Namespace) -> tuple[float | None, float | None]:
 
 
 
-def groups_of(pairs: list, key: str | None) -> list[str] | None:
-    """Each pair's group for ``--group-by``: a metadata field, or a pair attribute such as ``source``."""
-    if not key:
-        return None
-    return [str(p.metadata.get(key) or getattr(p, key, None) or "") for p in pairs]
+def guarantee_delta(args: argparse.Namespace, target_escalation: float | None) -> float | None:
+    """The Learn-then-Test delta, or None when the user asked for point estimates or an escalation target."""
+    return None if args.no_guarantee or target_escalation is not None else args.delta

@@ -10,8 +10,8 @@ from grader.factory import load_grader
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.registry import resolve_bundle
-from training.commands.common import add_target, groups_of, print_json, targets_of
-from training.data import PairSet, load_pairs, write_pairs
+from training.commands.common import add_target, guarantee_delta, print_json, targets_of
+from training.data import PairSet, groups_of, load_pairs, write_pairs
 from training.labels import parse_label_map
 
 __all__ = ["register_calibrate", "register_eval"]
@@ -94,7 +94,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
     data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
     target_error, target_escalation = targets_of(args)
-    delta = None if args.no_guarantee or target_escalation is not None else args.delta
+    delta = guarantee_delta(args, target_escalation)
     groups = groups_of(data.pairs, args.group_by)
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,

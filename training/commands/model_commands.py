@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from models.bundle import read_bundle
-from training.commands.common import add_target, print_json, targets_of
+from training.commands.common import add_target, guarantee_delta, print_json, targets_of
 from training.data import PairSet, load_pairs
 from training.labels import parse_label_map
 
@@ -128,7 +128,7 @@ def _fuse(args: argparse.Namespace) -> int:
     from training.fusion import fuse_bundle
 
     target_error, target_escalation = targets_of(args)
-    delta = None if args.no_guarantee or target_escalation is not None else args.delta
+    delta = guarantee_delta(args, target_escalation)
     print_json(fuse_bundle(args.model, args.data, args.out, label_map=parse_label_map(args.label_map),
                            group_by=args.group_by, target_error=target_error, target_escalation=target_escalation,
                            delta=delta, calibration=args.calibration, int8_only=args.int8_only,
