@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grader.fusion import FusionHead
 from models.bundle import read_bundle
 
 __all__ = ["write_model_card"]
@@ -26,7 +27,32 @@ def _metrics_table(reports: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _baseline_rows(reports: dict[str, dict[str, Any]]) -> list[str]:
+def _trained_domains(m: Any) -> set[str]:
+    """Domains of the training split, from the recipe's mix summary (empty when the bundle has none)."""
+    mix = m.training.get("config", {}).get("extra", {}).get("training_mix", {})
+    return set(mix.get("train", {}).get("by_domain", {}))
+
+
+def _label(name: str, trained: set[str]) -> str:
+    """A data set's name, marked when its domain was never trained on."""
+    domain = name.split(":", 1)[-1]
+    return f"{name} (not in training)" if trained and domain not in trained else name
+
+
+def _threshold_rows(m: Any, trained: set[str]) -> list[str]:
+    """Auto-decided error and escalation at the bundle's thresholds, per domain of the calibration data."""
+    per_group = m.thresholds.get("per_group") or {}
+    if not per_group:
+        return []
+    lines = ["", "### At the bundle's thresholds, per domain of the calibration data (not held out)",
+             "| domain | pairs | auto-decided | auto-decided error | escalated |", "|---|---|---|---|---|"]
+    for name, g in per_group.items():
+        lines.append(f"| {_label(name, trained)} | {g['n']} | {g['auto_decided']} | {g['auto_error_rate']:.2%} | "
+                     f"{g['escalation_rate']:.1%} |")
+    return lines
+
+
+def _baseline_rows(reports: dict[str, dict[str, Any]], trained: set[str]) -> list[str]:
     """Per held-out domain: the grader's AUROC next to the untrained bi-encoder's, when measured."""
     rows = [(name, r) for name, r in reports.items() if r.get("biencoder_auroc") is not None]
     if not rows:
@@ -34,27 +60,28 @@ def _baseline_rows(reports: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["", "### Against the untrained all-MiniLM-L6-v2 bi-encoder (cosine), same pairs",
              "| data set | grader AUROC | bi-encoder AUROC | difference |", "|---|---|---|---|"]
     for name, r in rows:
-        lines.append(f"| {name} | {r['auroc']:.4f} | {r['biencoder_auroc']:.4f} | "
+        lines.append(f"| {_label(name, trained)} | {r['auroc']:.4f} | {r['biencoder_auroc']:.4f} | "
                      f"{r['auroc'] - r['biencoder_auroc']:+.4f} |")
     return lines
 
 
-def _fusion_lines(m: Any) -> list[str]:
+def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
     """How the cosine was mixed in (crag fuse) and what each domain gained, leaving it out or not."""
     fusion = m.metrics.get("fusion")
     if not m.fusion or not fusion:
         return []
-    w_ce, w_cos = m.fusion["weights"]
+    head = FusionHead.from_dict(m.fusion)
+    w_ce, w_cos = head.weights
     lines = ["", "## Fusion with the frozen bi-encoder (`crag fuse`)",
-             f"score = {w_ce:.4f} * cross-encoder logit + {w_cos:.4f} * bi-encoder cosine + {m.fusion['bias']:.4f}"
+             f"score = {w_ce:.4f} * cross-encoder logit + {w_cos:.4f} * bi-encoder cosine + {head.bias:.4f}"
              f" (cosine share {fusion['cosine_share']:.2f} of the standardised score), chosen so that the worst"
              " domain of the fusion data gains the most over the cosine alone; then calibrated and thresholded.",
              "| domain (fusion data) | pairs | cross-encoder | bi-encoder | fused | fused, domain left out |",
              "|---|---|---|---|---|---|"]
     for name, r in fusion["per_group"].items():
         held = fusion.get("leave_one_domain_out", {}).get(name, {})
-        lines.append(f"| {name} | {r['pairs']} | {r['auroc_cross_encoder']:.4f} | {r['auroc_biencoder']:.4f} | "
-                     f"{r['auroc_fused']:.4f} | {_fmt(held.get('auroc_fused'))} |")
+        lines.append(f"| {_label(name, trained)} | {r['pairs']} | {r['auroc_cross_encoder']:.4f} | "
+                     f"{r['auroc_biencoder']:.4f} | {r['auroc_fused']:.4f} | {_fmt(held.get('auroc_fused'))} |")
     parity = m.parity.get("fused_int8")
     if parity:
         lines.append(f"\nint8 vs fp32 fused verdicts on {parity['probe_pairs']} pairs: "
@@ -69,6 +96,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
     training = m.training
     t = m.thresholds
     validation = m.metrics.get("validation", {})
+    trained = _trained_domains(m)
     lines = [
         f"# Model card: crag-grader `{m.name}`",
         "",
@@ -93,21 +121,24 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "",
         "## Data and licences",
         "Training mix (recipe in `training/recipe.py`, counts per domain and kind of negative in the manifest's",
-        "`training.extra.training_mix`): Wikipedia (SQuAD 1.1 train and SQuAD 2.0 dev, CC BY-SA 4.0: own paragraph",
-        "relevant, same-article and random paragraphs and adversarial unanswerables as negatives; WikiQA, Microsoft",
-        "Research Data License, research use), web (TREC DL 2020/2021 judged MS MARCO passages, non-commercial",
-        "research use), biomedical (PubMedQA-L, MIT) and tech-support FAQ (StackFAQ, CC BY-SA user content,",
-        "research use), plus degenerate negatives written here (echoes of the question, near-empty text, page",
-        "furniture). Consumer health (JHU COVID FAQ) and NovelEval are held out of training entirely. No dataset",
-        "text is shipped; because of the research-only licences, check them before commercial use of the weights.",
+        "`training.config.extra.training_mix`): Wikipedia (SQuAD 1.1 train and SQuAD 2.0 dev, CC BY-SA 4.0: own",
+        "paragraph relevant, same-article and random paragraphs and adversarial unanswerables as negatives;",
+        "WikiQA, Microsoft Research Data License, research use), web (TREC DL 2020/2021 judged MS MARCO passages,",
+        "non-commercial research use), biomedical (PubMedQA-L, MIT) and tech-support FAQ (StackFAQ, CC BY-SA user",
+        "content, research use), plus degenerate negatives written here (echoes of the question, near-empty text,",
+        "page furniture). Consumer health (JHU COVID FAQ) and NovelEval are held out of training entirely. No",
+        "dataset text is shipped; because of the research-only licences, check them before commercial use of the",
+        "weights.",
         f"- Training pairs: {training.get('train_data', {}).get('pairs')}, validation pairs:"
         f" {training.get('val_data', {}).get('pairs')}.",
         "",
         "## Metrics (measured by `crag recipe`, held-out data)",
-        *_metrics_table({"validation of the cross-encoder (before fusion)": validation, **reports}
+        *_metrics_table({"validation of the cross-encoder (before fusion)": validation,
+                         **{_label(k, trained): v for k, v in reports.items()}}
                         if m.fusion else {"validation (thresholds chosen here)": validation, **reports}),
-        *_baseline_rows(reports),
-        *_fusion_lines(m),
+        *_baseline_rows(reports, trained),
+        *_threshold_rows(m, trained),
+        *_fusion_lines(m, trained),
         "",
         "## Intended use and limits",
         "- Grading retrieved English chunks (sentences to ~250 tokens) for question-like queries in a CRAG",
@@ -118,7 +149,8 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "  default), or fine-tune with `crag train`.",
         "- It judges whether a passage answers the question, not whether the passage is true.",
         "",
-        "Reproduce: `crag recipe --data ../shared/data --work runs/default --out models/bundles/default`.",
+        "Reproduce: `crag recipe --data ../shared/data --work runs/v3 --out models/bundles/default` (trains, exports,",
+        "fuses with `crag fuse`, calibrates and measures every table above; stages already in `--work` are reused).",
         "",
     ]
     path = bundle.path / "MODEL_CARD.md"

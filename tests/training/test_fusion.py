@@ -70,6 +70,9 @@ def test_crag_fuse_writes_a_verified_calibrated_int8_bundle(tiny_onnx_bundle, sq
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["model_files"] == {"int8": "model.int8.onnx"} and not (out / "model.onnx").exists()
     assert "embedder/model.int8.onnx" in manifest["files"] and (out / "MODEL_CARD.md").is_file()
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "## Fusion with the frozen bi-encoder" in card and "| Huguenot |" in card
+    assert "per domain of the calibration data" in card and "fused verdicts on" in card
 
     fused = load_grader(out)
     source = load_grader(tiny_onnx_bundle, variant="int8")

@@ -1,0 +1,18 @@
+"""The shipped model card marks the domains never trained on and shows thresholds per domain."""
+
+import shutil
+
+from models.registry import resolve_bundle
+from training.model_card import write_model_card
+
+
+def test_card_of_the_default_marks_untrained_domains(tmp_path):
+    bundle = tmp_path / "default"
+    shutil.copytree(resolve_bundle("default"), bundle)
+    reports = {"test:consumer_health": {"n": 10, "auroc": 0.8, "biencoder_auroc": 0.75},
+               "test:web": {"n": 10, "auroc": 0.7, "biencoder_auroc": 0.72}}
+    card = write_model_card(bundle, reports).read_text(encoding="utf-8")
+    assert "| test:consumer_health (not in training) | 0.8000 | 0.7500 | +0.0500 |" in card
+    assert "| test:web | 0.7000 | 0.7200 | -0.0200 |" in card
+    assert "| web_novel (not in training) | 327 |" in card  # thresholds per domain of the calibration data
+    assert "Reproduce: `crag recipe" in card
