@@ -33,6 +33,7 @@ __all__ = [
     "learn_then_test",
     "min_auto_decided",
     "per_group_figures",
+    "small_sample_note",
     "tradeoff_curve",
 ]
 
@@ -249,6 +250,15 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
 def min_auto_decided(alpha: float, delta: float) -> int:
     """The fewest auto-decided test pairs that can show "error <= alpha" at confidence 1 - delta (zero errors)."""
     return max(1, math.ceil(math.log(delta) / math.log(1.0 - alpha)))
+
+
+def small_sample_note(n_auto_test: int, alpha: float, delta: float | None) -> str | None:
+    """A warning when too few pairs were decided to support the target (None when enough)."""
+    needed = min_auto_decided(alpha, delta if delta is not None else 0.1)
+    if n_auto_test >= needed:
+        return None
+    return (f"only {n_auto_test} pairs were auto-decided on the calibration data; showing an error of at most "
+            f"{alpha:.1%} needs at least {needed} auto-decided pairs even with no errors (more labelled pairs)")
 
 
 def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float) -> int | None:

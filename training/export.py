@@ -28,11 +28,13 @@ from training.data import PairSet, load_pairs
 from training.finetune import PROBE_FILE
 from training.versions import library_versions
 
-__all__ = ["ParityReport", "export_bundle", "parity_report"]
+__all__ = ["ParityReport", "export_bundle", "flip_p_value", "parity_report"]
 
 logger = logging.getLogger(__name__)
 FP32_MAX_LOGIT_DIFF = 1e-3
 INT8_MAX_FLIP_SHARE = 0.02
+FLIP_SIGNIFICANCE = 0.05
+MIN_PROBE_PAIRS = 100
 INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids"]
 OPSET = 17
 
@@ -79,6 +81,18 @@ def parity_report(reference: CrossEncoderGrader, candidate: CrossEncoderGrader, 
     }
 
 
+def flip_p_value(report: ParityReport, max_flip_share: float) -> float:
+    """P(at least this many flips | the true flip rate is ``max_flip_share``): small means the int8 model
+    really flips more often than allowed. A binomial test, so one flip on a 45-pair probe (2.2%) does not fail
+    a 2% gate, while 3% of 1,000 pairs does."""
+    stats = require("scipy.stats", "train")
+    n = int(report["probe_pairs"])
+    flips = round(report["verdict_flip_share"] * n)
+    if flips == 0:
+        return 1.0
+    return float(stats.binom.sf(flips - 1, n, max_flip_share))
+
+
 def export_bundle(
     model: str | Path,
     out: str | Path,
@@ -105,6 +119,10 @@ def export_bundle(
     if not probe_path.is_file():
         raise ConfigError(f"no probe pairs for the parity gate: {probe_path} is missing; pass --probe <pairs file>")
     probe_set = load_pairs(probe_path)
+    if int8 and len(probe_set.pairs) < MIN_PROBE_PAIRS:
+        logger.warning("the parity probe %s has only %d pairs; the int8 gate can only catch gross flip rates "
+                       "(pass a larger --probe pairs file, %d+ pairs)", probe_path, len(probe_set.pairs),
+                       MIN_PROBE_PAIRS)
     out = Path(out)
     reference = TorchGrader(source)
     start = time.perf_counter()
@@ -130,9 +148,14 @@ def export_bundle(
             if variant == "fp32" and report["max_logit_diff"] > fp32_tolerance:
                 raise ParityError(f"fp32 ONNX differs from torch by {report['max_logit_diff']:.2e} logits "
                                   f"(tolerance {fp32_tolerance:.0e}); the export is broken, bundle not written")
-            if variant == "int8" and report["verdict_flip_share"] > max_flip_share:
-                raise ParityError(f"int8 flips {report['verdict_flip_share']:.1%} of probe verdicts "
-                                  f"(allowed {max_flip_share:.1%}); export without --int8, bundle not written")
+            if variant == "int8":
+                report["flip_p_value"] = flip_p_value(report, max_flip_share)
+                if report["flip_p_value"] < FLIP_SIGNIFICANCE:
+                    raise ParityError(
+                        f"int8 flips {report['verdict_flip_share']:.1%} of {report['probe_pairs']} probe verdicts, "
+                        f"significantly more than the allowed {max_flip_share:.1%} (p={report['flip_p_value']:.3f}); "
+                        "allow more with --max-flip, check on a larger --probe pairs file, or export without "
+                        "--int8. Bundle not written")
         if not keep_fp32:
             fp32_path.unlink()
             model_files.pop("fp32")

@@ -24,7 +24,7 @@ import numpy as np
 from grader.calibration import CALIBRATION_METHODS, fit_calibrator
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.shift import MIN_REFERENCE_PAIRS, make_reference
-from grader.thresholds import choose_thresholds
+from grader.thresholds import choose_thresholds, small_sample_note
 from models.bundle import write_manifest
 from models.deps import require
 from models.errors import ConfigError
@@ -292,6 +292,11 @@ def _finish(
         groups=groups,
     )
     metrics = compute_metrics(val.pairs, probs, choice.policy)
+    auto_decided = round((1.0 - choice.escalation_rate) * len(val.pairs))
+    note = (small_sample_note(auto_decided, config.target_error, config.delta)
+            if config.target_error is not None else None)
+    if note:
+        logger.warning("validation split of %d pairs: %s", len(val.pairs), note)
     from grader.torch_model import save_cross_encoder
 
     model_files = save_cross_encoder(model, out)
@@ -299,6 +304,8 @@ def _finish(
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     probe_rng = random.Random(config.seed)
     probe = probe_rng.sample(val.pairs, min(PROBE_SIZE, len(val.pairs)))
+    if len(probe) < PROBE_SIZE:  # a small validation split: training pairs top the parity probe up
+        probe += probe_rng.sample(train.pairs, min(PROBE_SIZE - len(probe), len(train.pairs)))
     write_pairs(probe, out / PROBE_FILE)
     (out / "training_history.json").write_text(json.dumps(history, indent=2) + "\n", encoding="utf-8")
     manifest = {
@@ -310,7 +317,7 @@ def _finish(
         "input_names": ["input_ids", "attention_mask", "token_type_ids"],
         "model_files": {"torch": "model.safetensors"},
         "calibration": calibrator.to_dict(),
-        "thresholds": choice.to_dict(),
+        "thresholds": {**choice.to_dict(), "small_sample_note": note},
         "training": {
             "config": {k: v for k, v in asdict(config).items() if k != "progress"},
             "train_data": train.summary(),

@@ -27,6 +27,7 @@ from models.bundle import read_bundle, write_manifest
 from models.deps import require
 from models.errors import ConfigError, ParityError
 from training.data import LabelledPair, PairSet
+from training.export import FLIP_SIGNIFICANCE, flip_p_value, parity_report
 from training.recalibrate import Recalibration, check_new_bundle_dir
 
 __all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "write_fused_bundle"]
@@ -127,9 +128,8 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     calibration and thresholds fitted on the fused logits (``recal``).
 
     With both fp32 and int8 models, the fused verdicts of the two are compared on ``probe``; ``int8_only``
-    ships only the int8 model and then requires at most ``max_flip`` of the verdicts to flip. Returns the new
-    bundle's path and that parity report (None when not measured)."""
-    from training.export import parity_report
+    ships only the int8 model and then requires that no more than ``max_flip`` of the verdicts flip (a
+    binomial test). Returns the new bundle's path and that parity report (None when not measured)."""
     from training.model_card import write_model_card
 
     src = read_bundle(source.bundle.path)
@@ -156,10 +156,12 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
                                PairSet(list(probe)))
         manifest["parity"] = {**manifest["parity"], "fused_int8": report}
         if int8_only:
-            if report["verdict_flip_share"] > max_flip:
+            report["flip_p_value"] = flip_p_value(report, max_flip)
+            if report["flip_p_value"] < FLIP_SIGNIFICANCE:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise ParityError(f"the fused int8 model flips {report['verdict_flip_share']:.1%} of the fused fp32 "
-                                  f"verdicts on {report['probe_pairs']} pairs (allowed {max_flip:.1%}, --max-flip); "
+                                  f"verdicts on {report['probe_pairs']} pairs, significantly more than allowed "
+                                  f"({max_flip:.1%}, --max-flip; p={report['flip_p_value']:.3f}); "
                                   "fuse without --int8-only. Nothing was written.")
             (staging / variants["fp32"]).unlink()
             files.remove(variants["fp32"])

@@ -114,7 +114,8 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f"- Thresholds: lower {t.get('lower', 0):.4f}, upper {t.get('upper', 0):.4f},"
         f" chosen for target {t.get('target')};"
         f" on validation they escalate {t.get('escalation_rate', 0):.1%} with auto-decided error"
-        f" {t.get('auto_error_rate', 0):.2%}.",
+        f" {t.get('auto_error_rate', 0):.2%}."
+        + (f" **Warning:** {t['small_sample_note']}." if t.get("small_sample_note") else ""),
         f"- Training: {training.get('steps')} steps in {training.get('seconds')} s on this project's 2-core CPU,"
         f" seed {training.get('config', {}).get('seed')};"
         f" best validation AUROC {_fmt(training.get('best_val_auroc'))}.",

@@ -24,7 +24,7 @@ from grader.calibration import fit_calibrator
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.shift import make_reference
-from grader.thresholds import ThresholdChoice, choose_thresholds, learn_then_test, min_auto_decided
+from grader.thresholds import ThresholdChoice, choose_thresholds, learn_then_test, small_sample_note
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError
 from models.registry import resolve_bundle
@@ -72,15 +72,6 @@ def _query_split(pairs: Sequence[LabelledPair], seed: int) -> tuple[np.ndarray, 
     fit = np.array([i for i, p in enumerate(pairs) if p.query_id in fit_queries], dtype=np.int64)
     test = np.array([i for i, p in enumerate(pairs) if p.query_id not in fit_queries], dtype=np.int64)
     return fit, test
-
-
-def small_sample_note(n_auto_test: int, alpha: float, delta: float | None) -> str | None:
-    """A warning when too few pairs were decided to support the target (None when enough)."""
-    needed = min_auto_decided(alpha, delta if delta is not None else 0.1)
-    if n_auto_test >= needed:
-        return None
-    return (f"only {n_auto_test} pairs were auto-decided on the calibration data; showing an error of at most "
-            f"{alpha:.1%} needs at least {needed} auto-decided pairs even with no errors (more labelled pairs)")
 
 
 def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: float | None = 0.05,

@@ -92,3 +92,33 @@ def test_evaluate_report_and_plots(tiny_onnx_bundle, squad_pairs_file, tmp_path)
 def test_train_config_validation(kwargs):
     with pytest.raises(ConfigError, match="TrainConfig"):
         TrainConfig(**kwargs)
+
+
+def test_parity_gate_is_a_binomial_test_not_a_raw_share():
+    from training.export import FLIP_SIGNIFICANCE, flip_p_value
+
+    one_flip_small_probe = {"probe_pairs": 45, "verdict_flip_share": 1 / 45}  # 2.2% > 2%, yet no evidence
+    assert flip_p_value(one_flip_small_probe, 0.02) > FLIP_SIGNIFICANCE
+    many_flips = {"probe_pairs": 1000, "verdict_flip_share": 0.04}
+    assert flip_p_value(many_flips, 0.02) < FLIP_SIGNIFICANCE
+    assert flip_p_value({"probe_pairs": 10, "verdict_flip_share": 0.0}, 0.0) == 1.0
+
+
+def test_small_validation_split_warns_and_tops_up_the_probe(squad_pairs_file, tmp_path, caplog):
+    import logging
+
+    from training.data import PairSet
+    from training.finetune import train_grader
+    from training.model_card import write_model_card
+    from training.splits import group_split
+
+    train, val = group_split(load_pairs(squad_pairs_file).pairs, test_size=0.3, by="query", seed=3)
+    out = tmp_path / "small"
+    with caplog.at_level(logging.WARNING):
+        train_grader(PairSet(train), PairSet(val), out,
+                     TrainConfig(max_length=32, max_steps=1, batch_size=8, progress=False, name="small"))
+    note = read_bundle(out).manifest.thresholds["small_sample_note"]
+    assert "needs at least 45 auto-decided pairs" in note and note in caplog.text
+    assert len(load_pairs(out / "probe.jsonl").pairs) == len(train) + len(val)  # fewer than 256: all of them
+    write_model_card(out, {})
+    assert f"**Warning:** {note}" in (out / "MODEL_CARD.md").read_text(encoding="utf-8")
