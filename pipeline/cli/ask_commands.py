@@ -37,9 +37,10 @@ def _principal(args: argparse.Namespace) -> Principal:
 
 def demo_index() -> Path:
     """The shipped demo corpus as an index in the cache directory (built on first use)."""
-    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index"
-    if not (root / "chunks.jsonl").is_file():
-        ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
+    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index-v2"
+    index = LocalHybridIndex(root)
+    if not index.path.is_file():
+        ingest(index, [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
     return root
 
 
@@ -49,8 +50,6 @@ def _index_path(args: argparse.Namespace) -> Path:
         return demo_index()
     if not args.index:
         raise ConfigError("pass --index DIR (built with `crag index add`) or --demo")
-    if not (Path(args.index) / "chunks.jsonl").is_file():
-        raise DataError(f"{args.index} is not an index; build it with `crag index add --index {args.index} FILES`")
     return Path(args.index)
 
 
@@ -60,7 +59,7 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
         rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds,
                       min_answer_probability=args.min_answer_p))
-    retriever = _store(args) if args.qdrant_url else LocalHybridIndex(_index_path(args))
+    retriever = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
     return build_rag(retriever, settings)
 
 
@@ -73,17 +72,42 @@ def _store(args: argparse.Namespace) -> LocalHybridIndex | QdrantRetriever:
 
 
 def _index_add(args: argparse.Namespace) -> int:
-    count = ingest(_store(args), args.paths, tenant=args.tenant,
-                   roles=[r for r in (args.roles or "").split(",") if r], status=args.status,
-                   effective_date=args.effective_date, authority=args.authority, max_chars=args.max_chars)
-    print_json({"index": args.qdrant_url or args.index, "chunks_added": count})
+    store = _store(args)
+    report = ingest(store, args.paths, tenant=args.tenant, roles=[r for r in (args.roles or "").split(",") if r],
+                    status=args.status, effective_date=args.effective_date, authority=args.authority,
+                    max_chars=args.max_chars, skip_errors=args.skip_errors)
+    if not report.files:
+        reasons = "; ".join(f"{s['path']}: {s['reason']}" for s in report.skipped)
+        raise DataError(f"nothing was indexed ({reasons}); the index was not changed")
+    local = isinstance(store, LocalHybridIndex)
+    print_json({"index": args.qdrant_url or args.index, **report.to_dict(),
+                **({"index_chunks": len(store)} if local else {})})
+    return 0
+
+
+def _index_remove(args: argparse.Namespace) -> int:
+    index = LocalHybridIndex.open_existing(args.index)
+    removed = index.remove(tenant=args.tenant, document=args.document, chunk_id=args.chunk_id)
+    print_json({"index": args.index, "chunks_removed": removed, "index_chunks": len(index)})
+    return 0
+
+
+def _index_stats(args: argparse.Namespace) -> int:
+    print_json(LocalHybridIndex.open_existing(args.index).stats())
+    return 0
+
+
+def _index_migrate(args: argparse.Namespace) -> int:
+    from pipeline.retrieval.legacy_index import migrate_file_index
+
+    print_json(migrate_file_index(args.index))
     return 0
 
 
 def register_index(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("index", help="manage the local hybrid index")
+    p = sub.add_parser("index", help="manage the local hybrid index (one SQLite file in a folder)")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
-    add = isub.add_parser("add", help="add text / Markdown / HTML files or folders")
+    add = isub.add_parser("add", help="add or re-index text / Markdown / HTML / PDF files or folders")
     add.add_argument("paths", nargs="+", help="files or folders (.txt .md .html .pdf)")
     where = add.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="local index directory (created if missing)")
@@ -95,7 +119,21 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--effective-date", default="")
     add.add_argument("--authority", type=int, default=0)
     add.add_argument("--max-chars", type=int, default=900)
+    add.add_argument("--skip-errors", action="store_true",
+                     help="index the readable files and report the unreadable ones instead of stopping")
     add.set_defaults(handler=_index_add)
+    remove = isub.add_parser("remove", help="delete chunks by tenant, document path and/or chunk id")
+    remove.add_argument("--index", required=True)
+    remove.add_argument("--tenant", help="only this tenant's chunks (alone: all of them)")
+    remove.add_argument("--document", help="a document's path as indexed, or its file name")
+    remove.add_argument("--chunk-id", help="one chunk")
+    remove.set_defaults(handler=_index_remove)
+    stats = isub.add_parser("stats", help="chunks per tenant, documents, embedder, size")
+    stats.add_argument("--index", required=True)
+    stats.set_defaults(handler=_index_stats)
+    migrate = isub.add_parser("migrate", help="convert an index folder of the old file format to SQLite")
+    migrate.add_argument("index", help="the old index folder (chunks.jsonl + vectors.npy; kept as *.migrated)")
+    migrate.set_defaults(handler=_index_migrate)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:

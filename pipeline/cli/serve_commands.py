@@ -44,10 +44,9 @@ def _retriever(settings: dict[str, Any]) -> Retriever:
         return QdrantRetriever(settings.get("collection") or "crag", url=settings["qdrant_url"],
                                api_key=os.environ.get(settings.get("qdrant_api_key_env") or "QDRANT_API_KEY"))
     index = settings.get("index")
-    if not index or not (Path(index) / "chunks.jsonl").is_file():
-        raise ConfigError(f"--index {index!r} is not an index; build it with `crag index add --index DIR FILES`, "
-                          "or pass --demo or --qdrant-url")
-    return LocalHybridIndex(index)
+    if not index:
+        raise ConfigError("pass --index DIR (built with `crag index add --index DIR FILES`), --demo or --qdrant-url")
+    return LocalHybridIndex.open_existing(index)
 
 
 def app_from_env() -> Any:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import html.parser
+import logging
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,14 +113,21 @@ def read_document(path: str | Path) -> tuple[str, str]:
 def _read_pdf(path: Path) -> tuple[str, str]:
     """Text of every page (pypdf), pages separated as paragraphs; scanned pages without text are an error."""
     pypdf = require("pypdf", "rag")
+    pypdf_logger = logging.getLogger("pypdf")
+    level = pypdf_logger.level
+    pypdf_logger.setLevel(logging.ERROR)  # pypdf's repair notes ("Ignoring wrong pointing object") are not ours
     try:
-        reader = pypdf.PdfReader(str(path))
-        if reader.is_encrypted:
-            raise DataError(f"{path}: the PDF is encrypted; decrypt it before indexing")
-        pages = [page.extract_text() or "" for page in reader.pages]
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
-    except pypdf.errors.PyPdfError as exc:
-        raise DataError(f"{path}: not a readable PDF ({exc})") from exc
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reader = pypdf.PdfReader(str(path))
+            if reader.is_encrypted:
+                raise DataError(f"{path}: the PDF is encrypted; decrypt it before indexing")
+            pages = [page.extract_text() or "" for page in reader.pages]
+            title = str((reader.metadata or {}).get("/Title") or "").strip()
+    except (pypdf.errors.PyPdfError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: not a readable PDF ({type(exc).__name__}: {exc})") from exc
+    finally:
+        pypdf_logger.setLevel(level)
     text = "\n\n".join(p.strip() for p in pages if p.strip())
     if not text:
         raise DataError(f"{path}: the PDF has no extractable text (scanned images need OCR first)")

@@ -1,15 +1,23 @@
-"""An embedded hybrid index (BM25 + dense MiniLM embeddings, rank-fused) that persists to a directory.
+"""The embedded hybrid index: FTS5 (BM25) + dense MiniLM vectors, rank-fused, in one SQLite file.
 
-Permissions are enforced inside the index: ``search`` scores only the chunks the principal may read,
-so a grader or LLM downstream never sees anything else. ``hidden_matches`` answers only "are there
-matching chunks this principal cannot see?" (a count, no content), which lets the pipeline say
-"access denied" instead of "no answer" without leaking what the documents say.
+Permissions are enforced inside the queries: every chunk belongs to an access *scope* (its tenant and
+role set), and both the lexical and the dense pass read only the scopes the principal may read, so a
+grader or LLM downstream never sees anything else and no other chunk is ever scored. The dense pass is
+exact (cosine over the stored float vectors) when the readable, filtered set is small, and otherwise a
+binary-code nearest-neighbour pass (sqlite-vec, Hamming) followed by an exact re-rank of its candidates.
+
+``hidden_matches`` answers only "are there matching chunks in my tenant that I cannot see?" (a count, no
+content), which lets the pipeline say "access denied" instead of "no answer" without leaking what the
+documents say. Every query opens a fresh read transaction, so a running service sees additions,
+permission changes and deletions made by other processes at once.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,11 +27,16 @@ from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.documents import Principal, StoredChunk
 from pipeline.retrieval.embedding import Embedder, default_embedder
+from pipeline.retrieval.sqlite_db import DB_NAME, connect, create_vector_table, write_transaction
 
-__all__ = ["LocalHybridIndex", "Retriever", "query_tokens"]
+__all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "query_tokens"]
 
 RRF_K = 60
-MIN_BM25 = 1e-9
+EXACT_SCAN_MAX = 4096
+MIN_CANDIDATES = 200
+CHUNK_COLUMNS = ("chunk_id", "tenant", "source", "title", "position", "status", "effective_date", "authority")
+SELECT_CHUNK = ("SELECT rowid, chunk_id, tenant, source, title, position, allowed_roles, status, effective_date, "
+                "authority, metadata, text FROM chunks")
 
 
 class Retriever(Protocol):
@@ -35,141 +48,363 @@ class Retriever(Protocol):
     def hidden_matches(self, query: str, principal: Principal) -> int: ...
 
 
-def _tokenize(texts: Sequence[str]) -> Any:
-    bm25s = require("bm25s", "rag")
-    return bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+@dataclass(frozen=True)
+class WriteReport:
+    """What one write did: new chunks, changed chunks (text, roles or metadata), untouched ones, and
+    chunks of re-indexed documents that no longer exist."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
 
 
 def query_tokens(query: str) -> list[str]:
-    """The BM25 tokens of a text (lower-cased, English stop words removed)."""
+    """The lexical tokens of a text (lower-cased, English stop words removed)."""
     tokenized: list[list[str]] = require("bm25s", "rag").tokenize(
         [query], stopwords="en", show_progress=False, return_ids=False)
     return tokenized[0]
 
 
+def _fts_query(query: str) -> str | None:
+    """An FTS5 OR-query of the quoted tokens (quoting keeps user text from being read as FTS syntax)."""
+    tokens = query_tokens(query)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens) if tokens else None
+
+
+def scope_of(tenant: str, roles: Iterable[str]) -> str:
+    """The access scope of a chunk: its tenant and its sorted role set (empty: every role of the tenant)."""
+    return tenant + "\x1f" + ",".join(sorted(roles))
+
+
+def _filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
+    """SQL conditions for exact-match metadata filters: known fields are columns, others metadata keys."""
+    if not filters:
+        return "", []
+    clauses, params = [], []
+    for key, value in filters.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"filter keys must be non-empty strings, got {key!r}")
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"filter {key!r} must match a string or number, got {value!r}")
+        if key in CHUNK_COLUMNS:
+            clauses.append(f"c.{key} = ?")
+        else:
+            clauses.append("json_extract(c.metadata, ?) = ?")
+            params.append('$."' + key.replace('"', '') + '"')
+        params.append(int(value) if isinstance(value, bool) else value)
+    return " AND " + " AND ".join(clauses), params
+
+
 class LocalHybridIndex:
-    """Chunks + embeddings on disk; BM25 rebuilt at load (seconds for ~100k chunks)."""
+    """A hybrid index in ``root/index.sqlite``; safe for concurrent writer processes and live readers."""
 
     def __init__(self, root: str | Path, embedder: Embedder | None = None) -> None:
         self.root = Path(root)
+        self.path = self.root / DB_NAME
         self._embedder = embedder
-        self.chunks: list[StoredChunk] = []
-        self.vectors = np.zeros((0, 384), dtype=np.float32)
-        self._bm25: Any = None
-        self._built_with: str | None = None
-        if (self.root / "chunks.jsonl").is_file():
-            self._load()
+        self._local = threading.local()
+        if (self.root / "chunks.jsonl").is_file() and not self.path.is_file():
+            raise DataError(f"index {self.root} is in the old file format (chunks.jsonl + vectors.npy); migrate it "
+                            f"with `crag index migrate {self.root}` (the old files are kept)")
+        if self.root.exists() and not self.root.is_dir():
+            raise DataError(f"index {self.root} is a file, not a folder; pass the index folder")
+        if self._embedder is not None and self.path.is_file():
+            self._check_embedder(self._embedder)
+
+    @classmethod
+    def open_existing(cls, root: str | Path, embedder: Embedder | None = None) -> LocalHybridIndex:
+        """An index that must already exist (for asking and serving): a clear error otherwise."""
+        index = cls(root, embedder=embedder)
+        if not index.path.is_file():
+            raise DataError(f"{root} is not an index; build it with `crag index add --index {root} FILES`")
+        return index
+
+    # connections -----------------------------------------------------------------------------------
+    def _conn(self, *, create: bool = False) -> Any:
+        """This thread's connection (None when the index does not exist yet and ``create`` is False)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if not create and not self.path.is_file():
+                return None
+            conn = connect(self.path, create=create)
+            self._local.conn = conn
+        return conn
+
+    def _meta(self, conn: Any) -> dict[str, str]:
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def _check_embedder(self, embedder: Embedder) -> None:
+        conn = self._conn()
+        built_with = self._meta(conn).get("embedder") if conn is not None else None
+        if built_with and built_with != embedder.name:
+            raise DataError(f"index {self.root} was built with the embedder {built_with!r}, not {embedder.name!r}: "
+                            "its vectors are not comparable; rebuild it or pass that embedder")
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
             embedder = default_embedder()
-            if self._built_with and self._built_with != embedder.name:
-                raise DataError(f"index {self.root} was built with the embedder {self._built_with!r}; pass it as "
-                                f"embedder= (the default is {embedder.name!r}) or rebuild the index")
+            self._check_embedder(embedder)
             self._embedder = embedder
         return self._embedder
 
-    def _load(self) -> None:
-        try:
-            lines = (self.root / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
-            self.chunks = [StoredChunk.from_dict(json.loads(line)) for line in lines if line.strip()]
-            self.vectors = np.load(self.root / "vectors.npy")
-        except (OSError, ValueError, TypeError) as exc:
-            raise DataError(f"index {self.root} is unreadable ({exc}); rebuild it with `crag index add`") from exc
-        if len(self.chunks) != len(self.vectors):
-            raise DataError(f"index {self.root} is inconsistent: {len(self.chunks)} chunks, {len(self.vectors)} "
-                            "vectors; rebuild it")
-        meta_file = self.root / "index.json"
-        self._built_with = json.loads(meta_file.read_text(encoding="utf-8")).get("embedder") \
-            if meta_file.is_file() else None
-        if self._embedder is not None and self._built_with and self._built_with != self._embedder.name:
-            raise DataError(f"index {self.root} was built with the embedder {self._built_with!r}, not "
-                            f"{self._embedder.name!r}: its vectors are not comparable; rebuild it or use that embedder")
-        self._rebuild_bm25()
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
-    def _rebuild_bm25(self) -> None:
-        if not self.chunks:
-            self._bm25 = None
-            return
-        bm25s = require("bm25s", "rag")
-        self._bm25 = bm25s.BM25()
-        self._bm25.index(_tokenize([f"{c.title}\n{c.text}" for c in self.chunks]), show_progress=False)
-
+    # writes ----------------------------------------------------------------------------------------
     def add(self, chunks: Iterable[StoredChunk]) -> int:
-        """Add chunks (same chunk_id replaces), embed them and persist; returns how many were added."""
+        """Add or replace chunks (same tenant and chunk_id replaces); returns how many were written."""
+        report = self.write(chunks)
+        return report.added + report.updated
+
+    def write(self, chunks: Iterable[StoredChunk], *, replace_documents: bool = False) -> WriteReport:
+        """Write chunks in one transaction. Unchanged chunks are left alone (not re-embedded); with
+        ``replace_documents`` the other chunks of each written document (tenant + document path) are removed,
+        so a re-indexed file that shrank leaves nothing stale behind."""
         new = list(chunks)
         if not new:
+            return WriteReport()
+        conn = self._conn(create=True)
+        existing = self._existing(conn, new)
+        changed = [c for c in new if existing.get((c.tenant, c.chunk_id), (None, None))[0] != c]
+        vectors: dict[tuple[str, str], np.ndarray] = {}
+        for chunk in changed:  # a chunk whose text is unchanged (only roles or metadata) keeps its vector
+            old, vector = existing.get((chunk.tenant, chunk.chunk_id), (None, None))
+            if old is not None and vector is not None and old.text == chunk.text:
+                vectors[(chunk.tenant, chunk.chunk_id)] = vector
+        to_embed = [c for c in changed if (c.tenant, c.chunk_id) not in vectors]
+        if to_embed:
+            vectors.update(zip(((c.tenant, c.chunk_id) for c in to_embed), self._embed([c.text for c in to_embed]),
+                               strict=True))
+        updated = 0
+        removed = 0
+        with write_transaction(conn):
+            self._claim_embedder(conn, vectors)
+            for chunk in changed:
+                key = (chunk.tenant, chunk.chunk_id)
+                updated += self._delete_where(conn, "tenant = ? AND chunk_id = ?", key)
+                self._insert(conn, chunk, vectors[key])
+            if replace_documents:
+                keep: dict[tuple[str, str], set[str]] = {}
+                for chunk in new:
+                    keep.setdefault((chunk.tenant, _document_of(chunk)), set()).add(chunk.chunk_id)
+                for (tenant, document), ids in keep.items():
+                    stale = [cid for (cid,) in conn.execute(
+                        "SELECT chunk_id FROM chunks WHERE tenant = ? AND document = ?", (tenant, document))
+                        if cid not in ids]
+                    for cid in stale:
+                        removed += self._delete_where(conn, "tenant = ? AND chunk_id = ?", (tenant, cid))
+        return WriteReport(added=len(changed) - updated, updated=updated, unchanged=len(new) - len(changed),
+                           removed=removed)
+
+    def _embed(self, texts: Sequence[str]) -> list[np.ndarray]:
+        vectors = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(texts) or not np.isfinite(vectors).all():
+            raise DataError(f"the embedder {self.embedder.name!r} returned {vectors.shape} for {len(texts)} texts "
+                            "(or non-finite values); expected one finite vector per text")
+        return list(vectors)
+
+    def _existing(self, conn: Any, chunks: Sequence[StoredChunk]) -> dict[tuple[str, str], tuple[Any, Any]]:
+        """Stored (chunk, vector) for the chunks' keys that exist."""
+        out: dict[tuple[str, str], tuple[Any, Any]] = {}
+        for chunk in chunks:
+            row = conn.execute(SELECT_CHUNK + " WHERE tenant = ? AND chunk_id = ?",
+                               (chunk.tenant, chunk.chunk_id)).fetchone()
+            if row is not None:
+                blob = conn.execute("SELECT vector FROM vectors WHERE rowid = ?", (row[0],)).fetchone()
+                out[(chunk.tenant, chunk.chunk_id)] = (_chunk_from_row(row),
+                                                       np.frombuffer(blob[0], dtype=np.float32) if blob else None)
+        return out
+
+    def _claim_embedder(self, conn: Any, vectors: dict[Any, np.ndarray]) -> None:
+        """Record the embedder and dimension on the first write; refuse a different one later."""
+        meta = self._meta(conn)
+        if not vectors:
+            return
+        dim = len(next(iter(vectors.values())))
+        if "embedder" not in meta:
+            conn.execute("INSERT INTO meta VALUES ('embedder', ?), ('dim', ?)", (self.embedder.name, str(dim)))
+            create_vector_table(conn, dim)
+            return
+        if meta["embedder"] != self.embedder.name or meta.get("dim") != str(dim):
+            raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
+                            f"dimensions), not {self.embedder.name!r} ({dim}); rebuild it or pass that embedder")
+
+    def _insert(self, conn: Any, chunk: StoredChunk, vector: np.ndarray) -> None:
+        scope = scope_of(chunk.tenant, chunk.allowed_roles)
+        conn.execute(
+            "INSERT INTO chunks (chunk_id, tenant, scope, document, source, title, position, allowed_roles, status, "
+            "effective_date, authority, metadata, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (chunk.chunk_id, chunk.tenant, scope, _document_of(chunk), chunk.source, chunk.title, chunk.position,
+             json.dumps(sorted(chunk.allowed_roles)), chunk.status, chunk.effective_date, chunk.authority,
+             json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True), chunk.text))
+        rowid = conn.last_insert_rowid()
+        conn.execute("INSERT INTO vectors (rowid, vector) VALUES (?, ?)", (rowid, vector.astype(np.float32).tobytes()))
+        conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
+                     (rowid, scope, np.packbits(vector > 0).tobytes()))
+        conn.execute("INSERT OR IGNORE INTO scopes VALUES (?, ?, ?)",
+                     (scope, chunk.tenant, json.dumps(sorted(chunk.allowed_roles))))
+
+    @staticmethod
+    def _delete_where(conn: Any, condition: str, params: Sequence[Any]) -> int:
+        conn.execute(f"DELETE FROM chunks WHERE {condition}", tuple(params))
+        return int(conn.changes())
+
+    def remove(self, *, tenant: str | None = None, document: str | None = None,
+               chunk_id: str | None = None) -> int:
+        """Delete chunks by tenant, by document (its path or source name) and/or by chunk id, all given
+        conditions together; returns how many were deleted. At least one condition is required."""
+        conditions, params = [], []
+        if tenant:
+            conditions.append("tenant = ?")
+            params.append(tenant)
+        if document:
+            conditions.append("(document = ? OR source = ?)")
+            params += [document, document]
+        if chunk_id:
+            conditions.append("chunk_id = ?")
+            params.append(chunk_id)
+        if not conditions:
+            raise ConfigError("remove needs a tenant, a document or a chunk id (refusing to empty the whole index)")
+        conn = self._conn()
+        if conn is None:
             return 0
-        ids = {c.chunk_id for c in new}
-        keep = [i for i, c in enumerate(self.chunks) if c.chunk_id not in ids]
-        vectors = self.embedder.embed([c.text for c in new])
-        self.chunks = [self.chunks[i] for i in keep] + new
-        self.vectors = np.vstack([self.vectors[keep], vectors]) if keep else vectors
-        self._rebuild_bm25()
-        self.save()
-        return len(new)
+        with write_transaction(conn):
+            return self._delete_where(conn, " AND ".join(conditions), params)
 
-    def save(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / "chunks.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in self.chunks),
-                       encoding="utf-8")
-        np.save(self.root / "vectors.tmp.npy", self.vectors)
-        (self.root / "index.json").write_text(json.dumps({"embedder": self.embedder.name, "format": 1}) + "\n",
-                                              encoding="utf-8")
-        (self.root / "vectors.tmp.npy").replace(self.root / "vectors.npy")
-        tmp.replace(self.root / "chunks.jsonl")
+    # reads -----------------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Counts per tenant, documents, scopes, the embedder and the file size."""
+        conn = self._conn()
+        if conn is None:
+            return {"index": str(self.root), "exists": False, "chunks": 0}
+        meta = self._meta(conn)
+        tenants = dict(conn.execute("SELECT tenant, count(*) FROM chunks GROUP BY tenant").fetchall())
+        documents = conn.execute("SELECT count(*) FROM (SELECT DISTINCT tenant, document FROM chunks)").fetchone()[0]
+        size = sum(p.stat().st_size for p in self.root.glob(DB_NAME + "*") if p.is_file())
+        return {"index": str(self.root), "exists": True, "format": int(meta["format"]),
+                "embedder": meta.get("embedder"), "dim": int(meta["dim"]) if "dim" in meta else None,
+                "chunks": sum(tenants.values()), "documents": documents, "tenants": tenants,
+                "bytes": size}
 
-    def _scores(self, query: str, allowed: np.ndarray) -> np.ndarray:
-        """Reciprocal-rank fusion of BM25 and dense ranks over the allowed chunks (others get -inf)."""
-        fused = np.full(len(self.chunks), -np.inf)
-        if not allowed.any() or self._bm25 is None:
-            return fused
-        tokens = query_tokens(query)
-        lexical = np.asarray(self._bm25.get_scores(tokens), dtype=np.float64)
-        dense = self.vectors @ self.embedder.embed([query])[0]
-        idx = np.flatnonzero(allowed)
-        lex_rank = np.empty(len(idx))
-        lex_rank[np.argsort(-lexical[idx], kind="stable")] = np.arange(len(idx))
-        dense_rank = np.empty(len(idx))
-        dense_rank[np.argsort(-dense[idx], kind="stable")] = np.arange(len(idx))
-        lexical_part = np.where(lexical[idx] > MIN_BM25, 1.0 / (RRF_K + lex_rank), 0.0)
-        fused[idx] = lexical_part + 1.0 / (RRF_K + dense_rank)
-        return fused
+    def iter_chunks(self, tenant: str | None = None) -> Iterator[StoredChunk]:
+        """Every stored chunk (of one tenant), in insertion order; for export and inspection, not retrieval."""
+        conn = self._conn()
+        if conn is None:
+            return
+        sql, params = (SELECT_CHUNK + " WHERE tenant = ? ORDER BY rowid", (tenant,)) if tenant else \
+            (SELECT_CHUNK + " ORDER BY rowid", ())
+        for row in conn.execute(sql, params).fetchall():
+            yield _chunk_from_row(row)
+
+    def __len__(self) -> int:
+        conn = self._conn()
+        return 0 if conn is None else int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def _readable_scopes(self, conn: Any, principal: Principal) -> list[str]:
+        return [scope for scope, roles in conn.execute("SELECT scope, roles FROM scopes WHERE tenant = ?",
+                                                       (principal.tenant,))
+                if not json.loads(roles) or set(json.loads(roles)) & principal.roles]
 
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
-        """Top-k readable chunks; ``filters`` match metadata fields exactly (e.g. {"status": "active"})."""
+        """Top-k readable chunks; ``filters`` match fields or metadata exactly (e.g. {"status": "active"})."""
         if k < 1:
             raise ConfigError(f"k must be >= 1, got {k}")
-        allowed = np.array([principal.may_read(c) and _matches(c, filters) for c in self.chunks], dtype=bool)
-        scores = self._scores(query, allowed)
-        order = [i for i in np.argsort(-scores, kind="stable")[:k] if np.isfinite(scores[i])]
-        return [(self.chunks[i], float(scores[i])) for i in order]
+        where, params = _filter_sql(filters)
+        conn = self._conn()
+        if conn is None:
+            return []
+        conn.execute("BEGIN")  # one snapshot for the whole query
+        try:
+            scopes = self._readable_scopes(conn, principal)
+            if not scopes:
+                return []
+            in_scopes = f"c.scope IN ({','.join('?' * len(scopes))})"
+            n = max(MIN_CANDIDATES, 25 * k)
+            lexical = self._lexical(conn, query, in_scopes + where, [*scopes, *params], n)
+            dense = self._dense(conn, query, scopes, in_scopes + where, [*scopes, *params], n)
+            fused: dict[int, float] = {}
+            for rank, rowid in enumerate(dense):
+                fused[rowid] = 1.0 / (RRF_K + rank)
+            for rank, rowid in enumerate(lexical):
+                fused[rowid] = fused.get(rowid, 1.0 / (RRF_K + len(dense))) + 1.0 / (RRF_K + rank)
+            top = sorted(fused, key=lambda r: (-fused[r], r))[:k]
+            rows = {row[0]: row for row in conn.execute(
+                SELECT_CHUNK + f" WHERE rowid IN ({','.join('?' * len(top))})", top)} if top else {}
+            return [(_chunk_from_row(rows[r]), fused[r]) for r in top]
+        finally:
+            conn.execute("COMMIT")
+
+    def _lexical(self, conn: Any, query: str, where: str, params: list[Any], limit: int) -> list[int]:
+        """Row ids of the best BM25 matches among the allowed, filtered chunks."""
+        match = _fts_query(query)
+        if match is None:
+            return []
+        return [r for (r,) in conn.execute(
+            f"SELECT c.rowid FROM fts JOIN chunks c ON c.rowid = fts.rowid WHERE fts MATCH ? AND {where} "
+            "ORDER BY bm25(fts), c.rowid LIMIT ?", (match, *params, limit))]
+
+    def _dense(self, conn: Any, query: str, scopes: list[str], where: str, params: list[Any],
+               limit: int) -> list[int]:
+        """Row ids by cosine: exact over a small allowed set, else binary-code candidates re-ranked exactly."""
+        count = conn.execute(f"SELECT count(*) FROM chunks c WHERE {where}", params).fetchone()[0]
+        if count == 0:
+            return []
+        q = self._embed([query])[0]
+        if count <= EXACT_SCAN_MAX:
+            rows = conn.execute(f"SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid "
+                                f"WHERE {where}", params).fetchall()
+        else:
+            candidates = [r for (r,) in conn.execute(
+                f"SELECT rowid FROM vec WHERE embedding MATCH vec_bit(?) AND k = ? AND scope IN "
+                f"({','.join('?' * len(scopes))})", (np.packbits(q > 0).tobytes(), 4 * limit, *scopes))]
+            if not candidates:
+                return []
+            rows = conn.execute(f"SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid "
+                                f"WHERE c.rowid IN ({','.join('?' * len(candidates))}) AND {where}",
+                                [*candidates, *params]).fetchall()
+        if not rows:
+            return []
+        ids = np.array([r[0] for r in rows])
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = matrix @ q
+        order = np.lexsort((ids, -scores))[:limit]
+        return [int(i) for i in ids[order]]
 
     def hidden_matches(self, query: str, principal: Principal) -> int:
         """How many strong lexical matches in the caller's tenant its roles may not read (a count, no content)."""
-        if self._bm25 is None:
+        match = _fts_query(query)
+        conn = self._conn()
+        if match is None or conn is None:
             return 0
-        tokens = query_tokens(query)
-        lexical = np.asarray(self._bm25.get_scores(tokens))
-        if lexical.max() <= 0:
+        readable = set(self._readable_scopes(conn, principal))
+        # only the caller's own tenant is read: another tenant's documents must not even be hinted at
+        rows = conn.execute("SELECT c.scope, -bm25(fts) FROM fts JOIN chunks c ON c.rowid = fts.rowid "
+                            "WHERE fts MATCH ? AND c.tenant = ? ORDER BY bm25(fts) LIMIT ?",
+                            (match, principal.tenant, MIN_CANDIDATES)).fetchall()
+        if not rows or rows[0][1] <= 0:
             return 0
-        strong = lexical >= 0.5 * lexical.max()
-        # only the caller's own tenant counts: another tenant's documents must not even be hinted at
-        own = np.array([c.tenant == principal.tenant for c in self.chunks])
-        readable = np.array([principal.may_read(c) for c in self.chunks])
-        hidden = own & ~readable
-        visible_best = lexical[readable].max() if readable.any() else 0.0
-        return int((strong & hidden & (lexical > visible_best)).sum())
+        best = rows[0][1]
+        visible_best = max((s for scope, s in rows if scope in readable), default=0.0)
+        return sum(1 for scope, s in rows if scope not in readable and s >= 0.5 * best and s > visible_best)
 
 
-def _matches(chunk: StoredChunk, filters: dict[str, Any] | None) -> bool:
-    if not filters:
-        return True
-    for key, value in filters.items():
-        actual = getattr(chunk, key, chunk.metadata.get(key))
-        if actual != value:
-            return False
-    return True
+def _document_of(chunk: StoredChunk) -> str:
+    """The document a chunk came from: its file path when ingested from a file, else its source name."""
+    return str(chunk.metadata.get("path") or chunk.source)
+
+
+def _chunk_from_row(row: Sequence[Any]) -> StoredChunk:
+    (_, chunk_id, tenant, source, title, position, roles, status, effective_date, authority, metadata, text) = row
+    return StoredChunk(chunk_id=chunk_id, text=text, tenant=tenant, source=source, title=title, position=position,
+                       allowed_roles=frozenset(json.loads(roles)), status=status, effective_date=effective_date,
+                       authority=authority, metadata=json.loads(metadata))

@@ -1,15 +1,21 @@
-"""``crag index add``: files or folders of text, Markdown and HTML into the local hybrid index."""
+"""``crag index add``: files or folders of text, Markdown, HTML and PDF into an index.
+
+Re-adding a folder is idempotent: unchanged chunks are counted as such and not re-embedded, a changed
+file's chunks are replaced (nothing stale is left behind), and a file that cannot be read either stops
+the run (default, nothing written) or, with ``skip_errors``, is reported and skipped.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from models.errors import DataError
 from pipeline.retrieval.documents import SUPPORTED, StoredChunk, chunk_id_for, chunk_text, read_document
 
-__all__ = ["WritableIndex", "collect_files", "ingest"]
+__all__ = ["IngestReport", "WritableIndex", "collect_files", "ingest"]
 
 
 def collect_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -36,16 +42,58 @@ class WritableIndex(Protocol):
     def add(self, chunks: Iterable[StoredChunk]) -> int: ...
 
 
+@dataclass
+class IngestReport:
+    """What ``ingest`` did, file by file and chunk by chunk."""
+
+    files: int = 0
+    chunks_added: int = 0
+    chunks_updated: int = 0
+    chunks_unchanged: int = 0
+    chunks_removed: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def chunks_written(self) -> int:
+        return self.chunks_added + self.chunks_updated
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "chunks_added": self.chunks_added, "chunks_updated": self.chunks_updated,
+                "chunks_unchanged": self.chunks_unchanged, "chunks_removed": self.chunks_removed,
+                "skipped": self.skipped}
+
+
 def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
-           status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900) -> int:
-    """Chunk and add the documents; returns the number of chunks added."""
-    chunks = []
+           status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900,
+           skip_errors: bool = False) -> IngestReport:
+    """Chunk the documents and write them in one transaction; see the module docstring for re-adds."""
+    report = IngestReport()
+    chunks: list[StoredChunk] = []
+    roles = frozenset(roles)
     for path in collect_files(paths):
-        title, text = read_document(path)
-        for position, piece in enumerate(chunk_text(text, max_chars=max_chars)):
-            chunks.append(StoredChunk(chunk_id=chunk_id_for(f"{tenant}/{path.name}", position, piece), text=piece,
+        try:
+            title, text = read_document(path)
+        except DataError as exc:
+            if not skip_errors:
+                raise DataError(f"{exc} (pass --skip-errors to index the other files and report this one)") from exc
+            report.skipped.append({"path": str(path), "reason": str(exc)})
+            continue
+        pieces = chunk_text(text, max_chars=max_chars)
+        if not pieces:
+            report.skipped.append({"path": str(path), "reason": "no text"})
+            continue
+        report.files += 1
+        for position, piece in enumerate(pieces):
+            chunks.append(StoredChunk(chunk_id=chunk_id_for(path.name, position, piece), text=piece,
                                       tenant=tenant, source=str(path.name), title=title, position=position,
-                                      allowed_roles=frozenset(roles), status=status, effective_date=effective_date,
+                                      allowed_roles=roles, status=status, effective_date=effective_date,
                                       authority=authority,
                                       metadata={"path": str(path), "format": path.suffix.lower().lstrip(".")}))
-    return index.add(chunks)
+    write = getattr(index, "write", None)
+    if write is not None:  # the local index: unchanged chunks kept, a re-indexed document's stale chunks removed
+        written = write(chunks, replace_documents=True)
+        report.chunks_added, report.chunks_updated = written.added, written.updated
+        report.chunks_unchanged, report.chunks_removed = written.unchanged, written.removed
+    else:
+        report.chunks_added = index.add(chunks)
+    return report

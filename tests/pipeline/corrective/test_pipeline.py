@@ -2,7 +2,7 @@
 
 import pytest
 
-from models import ConfigError, DataError
+from models import ConfigError
 from pipeline.corrective.correction import (
     drop_bad_chunks,
     identifiers,
@@ -11,9 +11,6 @@ from pipeline.corrective.correction import (
     rewrite_query,
 )
 from pipeline.corrective.loop import CorrectiveRAG, Outcome
-from pipeline.retrieval.documents import chunk_text, read_document
-from pipeline.retrieval.index import LocalHybridIndex
-from pipeline.retrieval.ingest import ingest
 from tests.pipeline.conftest import CORPUS, LEGAL_A, TENANT_A, TENANT_B, HashEmbedder, make_chunk
 
 _chunk = make_chunk
@@ -43,20 +40,6 @@ def test_roles_restrict_within_a_tenant(retriever):
 def test_metadata_filters_match_fields_exactly(retriever):
     assert {c.chunk_id for c, _ in retriever.search("France", TENANT_A, filters={"title": "France"})} == {"a-paris"}
     assert retriever.search("France", TENANT_A, filters={"status": "superseded"}) == []
-
-
-def test_index_persists_and_reloads(index, tmp_path):
-    again = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
-    assert len(again.chunks) == len(CORPUS)
-    assert again.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
-    class OtherEmbedder(HashEmbedder):
-        name = "another-model"
-
-    with pytest.raises(DataError, match="built with the embedder 'hash'"):
-        LocalHybridIndex(tmp_path / "idx", embedder=OtherEmbedder())
-    (tmp_path / "idx" / "vectors.npy").write_bytes(b"junk")
-    with pytest.raises(DataError, match="unreadable"):
-        LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
 
 
 def test_outcomes(index, grader):
@@ -100,24 +83,6 @@ def test_heuristics_and_authority():
     assert any("duplicate" in r for r in reasons) and any("corrupt" in r for r in reasons)
     ordered, conflicts = order_by_authority(kept)
     assert ordered[0].chunk_id == "x2" and "preferred x2" in conflicts[0]
-
-
-def test_ingestion(tmp_path):
-    (tmp_path / "page.html").write_text("<html><title>Guide</title><script>x=1</script><p>Step one.</p>"
-                                        "<p>Step two.</p></html>", encoding="utf-8")
-    (tmp_path / "notes.md").write_text("# Notes\n\nFirst paragraph.\n\nSecond paragraph.\n", encoding="utf-8")
-    (tmp_path / "skip.bin").write_bytes(b"\x00")
-    title, text = read_document(tmp_path / "page.html")
-    assert title == "Guide" and "x=1" not in text and "Step two." in text
-    assert chunk_text("a " * 400, max_chars=300)[0].count("a") <= 150
-    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
-    assert ingest(idx, [tmp_path], tenant="t", roles=["ops"]) == 2
-    assert {c.title for c in idx.chunks} == {"Guide", "Notes"}
-    assert all(c.allowed_roles == {"ops"} for c in idx.chunks)
-    with pytest.raises(DataError, match="unsupported file type"):
-        ingest(idx, [tmp_path / "skip.bin"], tenant="t")
-    with pytest.raises(DataError, match="no such file"):
-        ingest(idx, [tmp_path / "missing"], tenant="t")
 
 
 def test_qdrant_local_mode_persists_and_needs_one_location(tmp_path):

@@ -30,7 +30,7 @@ def keys(tmp_path):
 
 def _client(tmp_path, keys, grader, *, llm_server=None, **config):
     index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
-    if not index.chunks:
+    if not len(index):
         index.add([*CORPUS, INJECTION])
     llm = None
     if llm_server is not None:

@@ -1,0 +1,197 @@
+"""The SQLite hybrid index: persistence, re-indexing, removal, live readers, concurrent and killed writers."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models import ConfigError, DataError
+from pipeline.retrieval.documents import Principal, chunk_text, read_document
+from pipeline.retrieval.index import EXACT_SCAN_MAX, LocalHybridIndex
+from pipeline.retrieval.ingest import ingest
+from pipeline.retrieval.legacy_index import migrate_file_index
+from tests.pipeline.conftest import CORPUS, TENANT_A, HashEmbedder, make_chunk
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_index_persists_and_checks_its_embedder(index, tmp_path):
+    again = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert len(again) == len(CORPUS)
+    assert again.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
+    assert {c.chunk_id for c in again.iter_chunks("b")} == {"b-invoice", "b-falcon"}
+
+    class OtherEmbedder(HashEmbedder):
+        name = "another-model"
+
+    with pytest.raises(DataError, match="built with the embedder 'hash'"):
+        LocalHybridIndex(tmp_path / "idx", embedder=OtherEmbedder())
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "index.sqlite").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(DataError, match="cannot be opened"):
+        LocalHybridIndex(junk).search("x", TENANT_A)
+    with pytest.raises(DataError, match="is not an index"):
+        LocalHybridIndex.open_existing(tmp_path / "nothing-here")
+
+
+def test_filters_on_metadata_and_bad_filters(index):
+    index.add([make_chunk("a-md", "Paris has many museums.", metadata={"format": "md", "lang": "en"})])
+    hits = index.search("Paris museums", TENANT_A, filters={"format": "md"})
+    assert [c.chunk_id for c, _ in hits] == ["a-md"]
+    assert index.search("Paris", TENANT_A, filters={"lang": "fr"}) == []
+    with pytest.raises(ConfigError, match="filter 'format'"):
+        index.search("Paris", TENANT_A, filters={"format": ["md"]})
+    with pytest.raises(ConfigError, match="k must be"):
+        index.search("Paris", TENANT_A, k=0)
+
+
+def test_reindexing_a_folder_is_idempotent_and_replaces_changed_documents(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "page.html").write_text("<html><title>Guide</title><script>x=1</script><p>Step one.</p>"
+                                    "<p>Step two.</p></html>", encoding="utf-8")
+    (docs / "notes.md").write_text("# Notes\n\nFirst paragraph.\n\nSecond paragraph.\n", encoding="utf-8")
+    (docs / "empty.md").write_text("", encoding="utf-8")
+    title, text = read_document(docs / "page.html")
+    assert title == "Guide" and "x=1" not in text and "Step two." in text
+    assert chunk_text("a " * 400, max_chars=300)[0].count("a") <= 150
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    first = ingest(idx, [docs], tenant="t", roles=["ops"])
+    assert (first.files, first.chunks_added, first.chunks_unchanged) == (2, 2, 0)
+    assert first.skipped == [{"path": str(docs / "empty.md"), "reason": "no text"}]
+    assert {c.title for c in idx.iter_chunks()} == {"Guide", "Notes"}
+    assert all(c.allowed_roles == {"ops"} for c in idx.iter_chunks())
+    again = ingest(idx, [docs], tenant="t", roles=["ops"])
+    assert (again.chunks_added, again.chunks_updated, again.chunks_unchanged, len(idx)) == (0, 0, 2, 2)
+    (docs / "notes.md").write_text("# Notes\n\nA rewritten paragraph.\n", encoding="utf-8")
+    changed = ingest(idx, [docs], tenant="t", roles=["ops"])
+    assert (changed.chunks_added, changed.chunks_removed, len(idx)) == (1, 1, 2)
+    assert any("rewritten" in c.text for c in idx.iter_chunks()) and not any(
+        "First paragraph" in c.text for c in idx.iter_chunks())
+    narrowed = ingest(idx, [docs], tenant="t", roles=["admin"])
+    assert narrowed.chunks_updated == 2 and all(c.allowed_roles == {"admin"} for c in idx.iter_chunks())
+
+
+def test_unreadable_files_stop_the_run_unless_skipped(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Good\n\nReadable text.\n", encoding="utf-8")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    (tmp_path / "skip.bin").write_bytes(b"\x00")
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    with pytest.raises(DataError, match=r"broken\.pdf.*--skip-errors"):
+        ingest(idx, [docs], tenant="t")
+    assert not idx.path.exists()  # nothing written
+    report = ingest(idx, [docs], tenant="t", skip_errors=True)
+    assert report.files == 1 and report.skipped[0]["path"].endswith("broken.pdf") and len(idx) == 1
+    with pytest.raises(DataError, match="unsupported file type"):
+        ingest(idx, [tmp_path / "skip.bin"], tenant="t")
+    with pytest.raises(DataError, match="no such file"):
+        ingest(idx, [tmp_path / "missing"], tenant="t")
+
+
+def test_remove_by_document_tenant_and_chunk_id_and_stats(index):
+    stats = index.stats()
+    assert stats["chunks"] == 5 and stats["tenants"] == {"a": 3, "b": 2} and stats["embedder"] == "hash"
+    assert index.remove(chunk_id="a-bananas") == 1
+    assert index.remove(document="a-paris.md", tenant="b") == 0  # both conditions must hold
+    assert index.remove(document="a-paris.md") == 1
+    assert index.search("capital of France", TENANT_A, k=5) == []  # only the legal-only chunk is left in a
+    assert index.remove(tenant="b") == 2
+    assert index.stats()["tenants"] == {"a": 1}
+    with pytest.raises(ConfigError, match="refusing to empty"):
+        index.remove()
+
+
+def test_a_second_reader_sees_a_narrowed_role_at_once(index, tmp_path):
+    reader = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert "a-paris" in {c.chunk_id for c, _ in reader.search("capital of France", TENANT_A)}
+    index.add([make_chunk("a-paris", CORPUS[0].text, roles=("legal",), title="France")])
+    assert "a-paris" not in {c.chunk_id for c, _ in reader.search("capital of France", TENANT_A)}
+    legal = Principal(tenant="a", roles=frozenset({"legal"}))
+    assert "a-paris" in {c.chunk_id for c, _ in reader.search("capital of France", legal)}
+
+
+def test_large_scopes_use_binary_candidates_and_never_cross_scopes(tmp_path):
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(3000)]
+    public = [make_chunk(f"p{i}", " ".join(rng.choice(words, 12))) for i in range(EXACT_SCAN_MAX + 200)]
+    secret = [make_chunk(f"s{i}", public[i].text, roles=("legal",)) for i in range(50)]
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    idx.add(public + secret)
+    hits = idx.search(public[7].text, TENANT_A, k=5)
+    assert hits[0][0].chunk_id == "p7" and not any(c.chunk_id.startswith("s") for c, _ in hits)
+
+
+def test_old_file_format_is_refused_then_migrated_without_reembedding(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    vectors = HashEmbedder().embed([c.text for c in CORPUS])
+    (old / "chunks.jsonl").write_text("".join(json.dumps(c.to_dict()) + "\n" for c in CORPUS), encoding="utf-8")
+    np.save(old / "vectors.npy", vectors)
+    (old / "index.json").write_text(json.dumps({"embedder": "hash", "format": 1}), encoding="utf-8")
+    with pytest.raises(DataError, match="crag index migrate"):
+        LocalHybridIndex(old)
+    stats = migrate_file_index(old)
+    assert stats["chunks"] == len(CORPUS) and stats["embedder"] == "hash"
+    assert (old / "chunks.jsonl.migrated").is_file() and not (old / "chunks.jsonl").exists()
+    migrated = LocalHybridIndex(old, embedder=HashEmbedder())
+    assert migrated.search("capital of France", TENANT_A, k=1)[0][0].chunk_id == "a-paris"
+    with pytest.raises(DataError, match="nothing to migrate"):
+        migrate_file_index(old)
+
+
+WRITER = """
+import sys
+from pipeline.retrieval.index import LocalHybridIndex
+from tests.pipeline.conftest import HashEmbedder, make_chunk
+root, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+index = LocalHybridIndex(root, embedder=HashEmbedder())
+print("ready", flush=True)
+index.add([make_chunk(f"{prefix}{i}", f"text {prefix} number {i} " * 20) for i in range(n)])
+print("done", flush=True)
+"""
+
+
+def _writer(root, prefix, n):
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(root), prefix, str(n)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_two_concurrent_writer_processes_lose_nothing(tmp_path):
+    root = tmp_path / "idx"
+    LocalHybridIndex(root, embedder=HashEmbedder()).add([make_chunk("seed", "seed text")])
+    writers = [_writer(root, prefix, 1500) for prefix in ("x", "y")]
+    for w in writers:
+        assert w.wait(timeout=300) == 0
+    ids = {c.chunk_id for c in LocalHybridIndex(root).iter_chunks()}
+    assert len(ids) == 3001 and {"x0", "x1499", "y0", "y1499", "seed"} <= ids
+
+
+def test_a_writer_killed_mid_write_leaves_the_last_committed_state(tmp_path):
+    root = tmp_path / "idx"
+    LocalHybridIndex(root, embedder=HashEmbedder()).add([make_chunk("seed", "seed text")])
+    writer = _writer(root, "k", 20000)
+    assert writer.stdout.readline().strip() == "ready"
+    wal = root / "index.sqlite-wal"
+    deadline = time.monotonic() + 120
+    while (not wal.exists() or wal.stat().st_size < 2_000_000) and writer.poll() is None:
+        assert time.monotonic() < deadline, "the writer never started writing"
+        time.sleep(0.01)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=30)
+    index = LocalHybridIndex(root, embedder=HashEmbedder())
+    conn = index._conn()
+    conn.execute("INSERT INTO fts(fts) VALUES ('integrity-check')")
+    counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("chunks", "vectors", "vec")]
+    assert counts == [1, 1, 1]  # the interrupted transaction is gone entirely
+    assert index.search("seed text", TENANT_A)[0][0].chunk_id == "seed"
+    index.add([make_chunk("after", "written after the crash")])
+    assert len(index) == 2
