@@ -33,7 +33,9 @@ __all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "query_tokens"]
 
 RRF_K = 60
 EXACT_SCAN_MAX = 4096
-MIN_CANDIDATES = 200
+MIN_DEPTH = 50  # ranks fused from each side
+CANDIDATES_PER_RANK = 4  # binary-code candidates per fused rank, re-ranked exactly
+HIDDEN_DEPTH = 200
 CHUNK_COLUMNS = ("chunk_id", "tenant", "source", "title", "position", "status", "effective_date", "authority")
 SELECT_CHUNK = ("SELECT rowid, chunk_id, tenant, source, title, position, allowed_roles, status, effective_date, "
                 "authority, metadata, text FROM chunks")
@@ -240,6 +242,8 @@ class LocalHybridIndex:
 
     def _insert(self, conn: Any, chunk: StoredChunk, vector: np.ndarray) -> None:
         scope = scope_of(chunk.tenant, chunk.allowed_roles)
+        conn.execute("INSERT OR IGNORE INTO scopes (scope, tenant, roles) VALUES (?, ?, ?)",
+                     (scope, chunk.tenant, json.dumps(sorted(chunk.allowed_roles))))
         conn.execute(
             "INSERT INTO chunks (chunk_id, tenant, scope, document, source, title, position, allowed_roles, status, "
             "effective_date, authority, metadata, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -250,8 +254,6 @@ class LocalHybridIndex:
         conn.execute("INSERT INTO vectors (rowid, vector) VALUES (?, ?)", (rowid, vector.astype(np.float32).tobytes()))
         conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
                      (rowid, scope, np.packbits(vector > 0).tobytes()))
-        conn.execute("INSERT OR IGNORE INTO scopes VALUES (?, ?, ?)",
-                     (scope, chunk.tenant, json.dumps(sorted(chunk.allowed_roles))))
 
     @staticmethod
     def _delete_where(conn: Any, condition: str, params: Sequence[Any]) -> int:
@@ -309,10 +311,12 @@ class LocalHybridIndex:
         conn = self._conn()
         return 0 if conn is None else int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    def _readable_scopes(self, conn: Any, principal: Principal) -> list[str]:
-        return [scope for scope, roles in conn.execute("SELECT scope, roles FROM scopes WHERE tenant = ?",
-                                                       (principal.tenant,))
-                if not json.loads(roles) or set(json.loads(roles)) & principal.roles]
+    def _readable_scopes(self, conn: Any, principal: Principal) -> dict[str, int]:
+        """The scopes the principal may read, with their chunk counts."""
+        rows = conn.execute("SELECT scope, roles, chunks FROM scopes WHERE tenant = ? AND chunks > 0",
+                            (principal.tenant,))
+        return {scope: n for scope, roles, n in rows
+                if not json.loads(roles) or set(json.loads(roles)) & principal.roles}
 
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
@@ -329,9 +333,9 @@ class LocalHybridIndex:
             if not scopes:
                 return []
             in_scopes = f"c.scope IN ({','.join('?' * len(scopes))})"
-            n = max(MIN_CANDIDATES, 25 * k)
-            lexical = self._lexical(conn, query, in_scopes + where, [*scopes, *params], n)
-            dense = self._dense(conn, query, scopes, in_scopes + where, [*scopes, *params], n)
+            depth = max(MIN_DEPTH, 6 * k)
+            lexical = self._lexical(conn, query, in_scopes + where, [*scopes, *params], depth)
+            dense = self._dense(conn, query, scopes, in_scopes + where, [*scopes, *params], depth)
             fused: dict[int, float] = {}
             for rank, rowid in enumerate(dense):
                 fused[rowid] = 1.0 / (RRF_K + rank)
@@ -353,31 +357,30 @@ class LocalHybridIndex:
             f"SELECT c.rowid FROM fts JOIN chunks c ON c.rowid = fts.rowid WHERE fts MATCH ? AND {where} "
             "ORDER BY bm25(fts), c.rowid LIMIT ?", (match, *params, limit))]
 
-    def _dense(self, conn: Any, query: str, scopes: list[str], where: str, params: list[Any],
-               limit: int) -> list[int]:
-        """Row ids by cosine: exact over a small allowed set, else binary-code candidates re-ranked exactly."""
-        count = conn.execute(f"SELECT count(*) FROM chunks c WHERE {where}", params).fetchone()[0]
-        if count == 0:
-            return []
+    def _dense(self, conn: Any, query: str, scopes: dict[str, int], where: str, params: list[Any],
+               depth: int) -> list[int]:
+        """Row ids by cosine: exact over a small readable set; otherwise the binary codes' nearest neighbours
+        (Hamming, inside the readable scopes only) re-ranked exactly, with an exact scan of the filtered set
+        when a selective filter leaves too few of them."""
         q = self._embed([query])[0]
-        if count <= EXACT_SCAN_MAX:
-            rows = conn.execute(f"SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid "
-                                f"WHERE {where}", params).fetchall()
-        else:
+        select = "SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid WHERE "
+        rows: list[Any] = []
+        if sum(scopes.values()) > EXACT_SCAN_MAX:
             candidates = [r for (r,) in conn.execute(
                 f"SELECT rowid FROM vec WHERE embedding MATCH vec_bit(?) AND k = ? AND scope IN "
-                f"({','.join('?' * len(scopes))})", (np.packbits(q > 0).tobytes(), 4 * limit, *scopes))]
-            if not candidates:
-                return []
-            rows = conn.execute(f"SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid "
-                                f"WHERE c.rowid IN ({','.join('?' * len(candidates))}) AND {where}",
-                                [*candidates, *params]).fetchall()
+                f"({','.join('?' * len(scopes))})",
+                (np.packbits(q > 0).tobytes(), CANDIDATES_PER_RANK * depth, *scopes))]
+            if candidates:
+                rows = conn.execute(select + f"c.rowid IN ({','.join('?' * len(candidates))}) AND {where}",
+                                    [*candidates, *params]).fetchall()
+        if len(rows) < depth:
+            rows = conn.execute(select + where, params).fetchall()
         if not rows:
             return []
         ids = np.array([r[0] for r in rows])
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         scores = matrix @ q
-        order = np.lexsort((ids, -scores))[:limit]
+        order = np.lexsort((ids, -scores))[:depth]
         return [int(i) for i in ids[order]]
 
     def hidden_matches(self, query: str, principal: Principal) -> int:
@@ -390,7 +393,7 @@ class LocalHybridIndex:
         # only the caller's own tenant is read: another tenant's documents must not even be hinted at
         rows = conn.execute("SELECT c.scope, -bm25(fts) FROM fts JOIN chunks c ON c.rowid = fts.rowid "
                             "WHERE fts MATCH ? AND c.tenant = ? ORDER BY bm25(fts) LIMIT ?",
-                            (match, principal.tenant, MIN_CANDIDATES)).fetchall()
+                            (match, principal.tenant, HIDDEN_DEPTH)).fetchall()
         if not rows or rows[0][1] <= 0:
             return 0
         best = rows[0][1]

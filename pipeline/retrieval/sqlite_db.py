@@ -8,7 +8,7 @@ compares it with LanceDB on the same data; the README gives the figures.
 Tables: ``chunks`` (one row per chunk, the source of truth), ``fts`` (FTS5, external content, kept in
 step by triggers), ``vectors`` (float32 embeddings for exact re-ranking), ``vec`` (sqlite-vec binary
 codes partitioned by access scope, for the coarse nearest-neighbour pass), ``scopes`` (tenant + role set
-of every scope) and ``meta`` (format, embedder, dimension).
+of every scope, with its chunk count) and ``meta`` (format, embedder, dimension).
 """
 
 from __future__ import annotations
@@ -47,18 +47,23 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_tenant_id ON chunks (tenant, chunk_id);
 CREATE INDEX IF NOT EXISTS chunks_scope ON chunks (scope);
-CREATE INDEX IF NOT EXISTS chunks_document ON chunks (tenant, document);
+CREATE INDEX IF NOT EXISTS chunks_document ON chunks (document);
+CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
 CREATE TABLE IF NOT EXISTS vectors (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS scopes (scope TEXT PRIMARY KEY, tenant TEXT NOT NULL, roles TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS scopes (
+    scope TEXT PRIMARY KEY, tenant TEXT NOT NULL, roles TEXT NOT NULL, chunks INTEGER NOT NULL DEFAULT 0
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     title, text, content='chunks', content_rowid='rowid', tokenize='porter unicode61'
 );
 CREATE TRIGGER IF NOT EXISTS chunks_after_insert AFTER INSERT ON chunks BEGIN
     INSERT INTO fts (rowid, title, text) VALUES (new.rowid, new.title, new.text);
+    UPDATE scopes SET chunks = chunks + 1 WHERE scope = new.scope;
 END;
 CREATE TRIGGER IF NOT EXISTS chunks_after_delete AFTER DELETE ON chunks BEGIN
     INSERT INTO fts (fts, rowid, title, text) VALUES ('delete', old.rowid, old.title, old.text);
     DELETE FROM vectors WHERE rowid = old.rowid;
+    UPDATE scopes SET chunks = chunks - 1 WHERE scope = old.scope;
 END;
 """
 

@@ -1,0 +1,117 @@
+"""Retrieval quality of the local index: recall@k and MRR@k of the gold paragraph on SQuAD 1.1 questions.
+
+Every paragraph of the SQuAD 1.1 train articles is a document of one tenant; a sample of questions is
+asked, and a hit is the question's own paragraph in the top k. The real embedder (the shipped
+all-MiniLM-L6-v2 ONNX bundle) is used; its vectors are cached in ``--cache`` so that two index
+implementations are compared on identical vectors. Works against any tree whose ``LocalHybridIndex`` has
+``add`` and ``search``: run it once as is and once with PYTHONPATH set to an older checkout.
+
+Run: python bench/bench_index_recall.py --squad ../shared/data/squad1/train-v1.1.json \
+         --cache /tmp/squad_vectors.npz [--questions 2000] [--json bench/results_index_recall.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path and not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, str(ROOT))
+
+
+class CachedEmbedder:
+    """The real embedder, memoised by text in an .npz file shared between runs."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        self.vectors: dict[str, np.ndarray] = {}
+        if cache.is_file():
+            data = np.load(cache, allow_pickle=False)
+            self.vectors = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+        self._model = None
+
+    def embed(self, texts):
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if missing:
+            if self._model is None:
+                from pipeline.retrieval.embedding import default_embedder
+
+                self._model = default_embedder()
+            for start in range(0, len(missing), 256):
+                batch = missing[start:start + 256]
+                self.vectors.update(zip(batch, self._model.embed(batch), strict=True))
+        return np.stack([self.vectors[t] for t in texts])
+
+    def save(self) -> None:
+        texts = list(self.vectors)
+        np.savez(self.cache, texts=np.array(texts), vectors=np.stack([self.vectors[t] for t in texts]))
+
+
+def load_squad(path: Path, questions: int, seed: int):
+    from pipeline.retrieval.documents import StoredChunk
+
+    data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    chunks, asked = [], []
+    for a, article in enumerate(data):
+        for p, paragraph in enumerate(article["paragraphs"]):
+            cid = f"a{a}p{p}"
+            chunks.append(StoredChunk(chunk_id=cid, text=paragraph["context"], tenant="squad",
+                                      source=f"{article['title']}.md", title=article["title"].replace("_", " "),
+                                      position=p))
+            asked += [(qa["question"], cid) for qa in paragraph["qas"]]
+    random.Random(seed).shuffle(asked)
+    return chunks, asked[:questions]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--squad", required=True, help="SQuAD 1.1 train JSON")
+    parser.add_argument("--cache", required=True, help=".npz of cached vectors (created if missing)")
+    parser.add_argument("--questions", type=int, default=2000)
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    from pipeline.retrieval.documents import Principal
+    from pipeline.retrieval.index import LocalHybridIndex
+
+    chunks, asked = load_squad(Path(args.squad), args.questions, args.seed)
+    embedder = CachedEmbedder(Path(args.cache))
+    embedder.embed([c.text for c in chunks] + [q for q, _ in asked])
+    embedder.save()
+    principal = Principal(tenant="squad")
+    with tempfile.TemporaryDirectory() as tmp:
+        index = LocalHybridIndex(Path(tmp) / "idx", embedder=embedder)
+        start = time.perf_counter()
+        index.add(chunks)
+        build_s = time.perf_counter() - start
+        hits, reciprocal, ms = 0, 0.0, []
+        for question, gold in asked:
+            t0 = time.perf_counter()
+            ranked = [c.chunk_id for c, _ in index.search(question, principal, k=args.k)]
+            ms.append((time.perf_counter() - t0) * 1000)
+            if gold in ranked:
+                hits += 1
+                reciprocal += 1.0 / (ranked.index(gold) + 1)
+    result = {"index_module": sys.modules["pipeline.retrieval.index"].__file__, "paragraphs": len(chunks),
+              "questions": len(asked), "k": args.k, f"recall_at_{args.k}": round(hits / len(asked), 4),
+              f"mrr_at_{args.k}": round(reciprocal / len(asked), 4), "build_s": round(build_s, 1),
+              "search_ms_p50": round(float(np.median(ms)), 1)}
+    print(json.dumps(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
