@@ -77,6 +77,63 @@ def _get(url, **kw):
         return response.status, json.loads(response.read() or b"null")
 
 
+def _serve(args, port, env):
+    """A real `crag serve` process, returned once /readyz answers 200."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "serve", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if _get(f"http://127.0.0.1:{port}/readyz")[0] == 200:
+                return proc
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                why = proc.stdout.read() if proc.poll() is not None else "not ready in time"
+                proc.kill()
+                raise AssertionError(why) from None
+            time.sleep(0.5)
+
+
+def _ask(port, key, query):
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/query", method="POST", data=json.dumps({"query": query}).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    return _get(request)
+
+
+def test_a_running_service_sees_narrowed_roles_and_removals_without_a_restart(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "falcon.md").write_text("# Project Falcon\n\nThe merger code name for Project Falcon is BLUEBIRD-7, "
+                                    "agreed by the board in March.\n", encoding="utf-8")
+    (docs / "paris.md").write_text("# Paris\n\nParis is the capital and largest city of France.\n",
+                                   encoding="utf-8")
+    index = tmp_path / "idx"
+    add = [sys.executable, "-m", "pipeline.cli", "index", "add", str(docs), "--index", str(index), "--tenant", "acme"]
+    subprocess.run(add, check=True, capture_output=True)
+    store = tmp_path / "keys.json"
+    keys = KeyStore.open(store, create=True)
+    plain, legal = keys.create("acme"), keys.create("acme", roles=frozenset({"legal"}))
+    port = llama_server.free_port()
+    proc = _serve(["--keys", str(store), "--index", str(index), "--port", str(port)], port,
+                  {**os.environ, "CRAG_CACHE": str(tmp_path / "cache")})
+    question = "What is the merger code name for Project Falcon?"
+    try:
+        status, body = _ask(port, plain, question)
+        assert status == 200 and "falcon.md" in {s["source"] for s in body["sources"]}
+        subprocess.run([*add[:-2], "--tenant", "acme", "--roles", "legal"], check=True, capture_output=True)
+        status, body = _ask(port, plain, question)  # the same running process, no restart
+        assert status == 200 and "falcon.md" not in {s["source"] for s in body["sources"]}
+        assert "BLUEBIRD" not in (body.get("answer") or "") + body["message"]
+        assert "falcon.md" in {s["source"] for s in _ask(port, legal, question)[1]["sources"]}
+        subprocess.run([sys.executable, "-m", "pipeline.cli", "index", "remove", "--index", str(index),
+                        "--document", "falcon.md"], check=True, capture_output=True)
+        assert "falcon.md" not in {s["source"] for s in _ask(port, legal, question)[1]["sources"]}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_serve_finishes_in_flight_requests_on_sigterm(tmp_path, server):
     """A real uvicorn process: a slow /v1/query (the LLM takes 1.5 s) still completes after SIGTERM."""
     store = tmp_path / "keys.json"
@@ -84,29 +141,13 @@ def test_serve_finishes_in_flight_requests_on_sigterm(tmp_path, server):
     server.default, server.sleep_s = "sleep", 1.5
     port = llama_server.free_port()
     env = {**os.environ, "CRAG_CACHE": str(tmp_path / "cache"), "OPENAI_API_KEY": "sk-never-logged"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "serve", "--keys", str(store), "--demo", "--port", str(port),
-         "--llm-model", "fake", "--llm-base-url", server.base_url, "--llm-timeout", "5", "--llm-retries", "1",
-         "--graceful-timeout", "20"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = _serve(["--keys", str(store), "--demo", "--port", str(port), "--llm-model", "fake", "--llm-base-url",
+                   server.base_url, "--llm-timeout", "5", "--llm-retries", "1", "--graceful-timeout", "20"], port, env)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if _get(f"http://127.0.0.1:{port}/readyz")[0] == 200:
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    why = proc.stdout.read() if proc.poll() is not None else "not ready in time"
-                    raise AssertionError(why) from None
-                time.sleep(0.5)
         result = {}
 
         def ask():
-            request = urllib.request.Request(
-                f"http://127.0.0.1:{port}/v1/query", method="POST",
-                data=json.dumps({"query": "What religion were the Normans?"}).encode(),
-                headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-            result["status"], result["body"] = _get(request)
+            result["status"], result["body"] = _ask(port, key, "What religion were the Normans?")
 
         thread = threading.Thread(target=ask)
         thread.start()
