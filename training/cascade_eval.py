@@ -19,6 +19,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.llm import LLMFailure, LLMGrader, LLMJudgement
 from models.deps import require
 from models.errors import ConfigError
+from models.progress import progress
 from training.data import LabelledPair
 from training.metrics import binary_labels
 
@@ -71,7 +72,7 @@ def evaluate_cascade(
         judged: dict[int, LLMJudgement | LLMFailure] = {}
         chunk_ms = np.zeros(len(pairs))  # the LLM time of a query's call, shared among its escalated chunks
         in_widest = set(widest.tolist())
-        for members in queries.values():
+        for members in progress(queries.values(), desc="LLM grading", total=len(queries), unit="query"):
             band_members = [i for i in members if i in in_widest]
             if not band_members:
                 continue

@@ -12,10 +12,14 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.thresholds import tradeoff_curve
 from models.deps import require
+from models.errors import ConfigError
+from models.progress import progress
 from training.data import PairSet
 from training.metrics import binary_labels, compute_metrics, reliability_bins
 
 __all__ = ["evaluate_bundle", "evaluate_grader", "write_plots", "write_report"]
+
+EVAL_BLOCK = 512  # pairs scored between two progress updates
 
 
 def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int | None = None) -> dict[str, Any]:
@@ -23,12 +27,19 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
 
     ``batch_size`` defaults to the grader's own, so the figures match what the grader does in service.
     """
+    if not data.pairs:
+        raise ConfigError("nothing to evaluate: the data has no labelled pairs")
     batch_size = batch_size or grader.batch_size
-    scored = grader.score_pairs([(p.query, p.text) for p in data.pairs], batch_size=batch_size)
-    probs = grader.probabilities(scored.logits)
-    report = compute_metrics(data.pairs, probs, grader.policy, scored.batch_seconds)
+    pairs = [(p.query, p.text) for p in data.pairs]
+    block = max(batch_size, EVAL_BLOCK // batch_size * batch_size)  # whole batches, so timings are unchanged
+    blocks = [grader.score_pairs(pairs[i:i + block], batch_size=batch_size)
+              for i in progress(range(0, len(pairs), block), desc="scoring", total=-(-len(pairs) // block),
+                                unit="block")]
+    logits = np.concatenate([b.logits for b in blocks])
+    probs = grader.probabilities(logits)
+    report = compute_metrics(data.pairs, probs, grader.policy, [s for b in blocks for s in b.batch_seconds])
     y = binary_labels(data.pairs)
-    report["truncated_share"] = float(scored.truncated.mean())
+    report["truncated_share"] = float(np.concatenate([b.truncated for b in blocks]).mean())
     report["batch_size"] = batch_size
     report["model"] = grader.describe()
     report["reliability"] = reliability_bins(probs, y)

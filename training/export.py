@@ -23,6 +23,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from models.bundle import read_bundle, write_manifest
 from models.deps import require
 from models.errors import BundleError, ConfigError, ParityError
+from models.progress import stage
 from models.registry import resolve_bundle
 from training.data import PairSet, load_pairs
 from training.finetune import PROBE_FILE
@@ -129,11 +130,13 @@ def export_bundle(
     with tempfile.TemporaryDirectory(prefix="crag-export-") as tmp_name:
         tmp = Path(tmp_name)
         fp32_path = tmp / "model.onnx"
-        _onnx_export(reference.model, fp32_path)
+        with stage("exporting the model to ONNX"):
+            _onnx_export(reference.model, fp32_path)
         shutil.copy(source.file("tokenizer.json"), tmp / "tokenizer.json")
         model_files = {"fp32": "model.onnx"}
         if int8:
-            _quantize(fp32_path, tmp / "model.int8.onnx")
+            with stage("quantizing to int8"):
+                _quantize(fp32_path, tmp / "model.int8.onnx")
             model_files["int8"] = "model.int8.onnx"
         base = source.manifest.model_dump(exclude={"files", "model_files", "backend", "parity", "versions"})
         manifest = {**base, "backend": "onnx", "input_names": INPUT_NAMES, "model_files": model_files,
@@ -142,7 +145,8 @@ def export_bundle(
         staged = read_bundle(tmp)
         parity: dict[str, Any] = {}
         for variant in model_files:
-            report = parity_report(reference, OnnxGrader(staged, variant=variant), probe_set)
+            with stage(f"parity check of {variant} on {len(probe_set.pairs)} probe pairs"):
+                report = parity_report(reference, OnnxGrader(staged, variant=variant), probe_set)
             parity[variant] = report
             logger.info("parity %s: %s", variant, report)
             if variant == "fp32" and report["max_logit_diff"] > fp32_tolerance:

@@ -21,13 +21,15 @@ from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
     from pipeline.retrieval.qdrant_store import QdrantRetriever
-from pipeline.cli.output import print_json
+from models.output import print_json, print_table
+from models.progress import progress
 from pipeline.retrieval.ingest import ingest
 
 __all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 DEMO_TENANT = "demo"
+TRACE_WIDTH = 160
 
 
 def _principal(args: argparse.Namespace) -> Principal:
@@ -36,11 +38,10 @@ def _principal(args: argparse.Namespace) -> Principal:
 
 
 def demo_index() -> Path:
-    """The shipped demo corpus as an index in the cache directory (built on first use)."""
+    """The shipped demo corpus as an index in the cache directory (built on first use, kept in step with the
+    corpus: re-indexing unchanged files costs a few lookups and no embedding)."""
     root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index-v2"
-    index = LocalHybridIndex(root)
-    if not index.path.is_file():
-        ingest(index, [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
+    ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
     return root
 
 
@@ -171,9 +172,17 @@ def _ask(args: argparse.Namespace) -> int:
         lines += [f"  {s['chunk_id']}  ({s.get('url') or s['title']}, P={s['probability']})" for s in result.sources]
     if args.trace:
         lines += ["", "trace:"]
-        lines += [f"  {t.action:8s} {t.ms:8.1f} ms  {json.dumps(t.detail)[:160]}" for t in result.trace]
+        lines += [f"  {t.action:10s} {t.ms:8.1f} ms  {_clip(json.dumps(t.detail), TRACE_WIDTH)}" for t in result.trace]
     _print_text("\n".join(lines))
     return 0
+
+
+def _clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters at a word boundary, with an ellipsis when cut."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width)
+    return text[: cut if cut > width // 2 else width - 1] + "…"
 
 
 def _print_text(text: str) -> None:
@@ -195,7 +204,7 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
     golden = read_golden(Path(args.golden) if args.golden else DEMO_DIR / "golden.jsonl")
     rag, principal = _rag(args), _principal(args)
     rows = []
-    for item in golden:
+    for item in progress(golden, desc="golden questions", total=len(golden), unit="question"):
         t0 = time.perf_counter()
         result = rag.run(item["query"], principal)
         ms = 1000 * (time.perf_counter() - t0)
@@ -230,7 +239,17 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
         "latency_ms_max": max(r["ms"] for r in rows),
         "rows": rows,
     }
-    print_json(report)
+    if args.json:
+        print_json(report)
+        return 0
+    print_table(f"{len(rows)} golden questions", ["question", "outcome", "expected", "sources ok", "gold in answer",
+                                                  "LLM calls", "ms"],
+                [[_clip(r["query"], 60), r["outcome"], "yes" if r["action_ok"] else "NO",
+                  "yes" if r["sources_ok"] else "NO", "yes" if r["answer_contains_gold"] else "-", r["llm_calls"],
+                  f"{r['ms']:.0f}"] for r in rows])
+    print_table("summary (--json for every figure)", ["measure", "value"],
+                [[k.replace("_", " "), "-" if v is None else f"{v:.3g}"] for k, v in report.items()
+                 if k != "rows"])
     return 0
 
 
@@ -263,5 +282,6 @@ def _mean(values: list[float] | list[bool] | list[int]) -> float | None:
 def register_eval_pipeline(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval-pipeline", help="run a golden set through the pipeline and report its outcomes")
     p.add_argument("--golden", help="JSONL: query, expected_action, expected_sources, must_abstain")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of tables")
     _add_common(p)
     p.set_defaults(handler=_eval_pipeline)

@@ -18,8 +18,8 @@ from typing import IO, Any
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
+from models.output import print_json
 from pipeline.cli.jsonl import iter_json_lines
-from pipeline.cli.output import print_json
 
 __all__ = ["grade_stream", "register_grade_file"]
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
+from models.output import print_json, print_table
 from models.types import Chunk
-from pipeline.cli.output import print_json, print_table
 
 __all__ = ["read_chunks", "register_bench", "register_grade"]
 

@@ -37,11 +37,20 @@ def _load(spec: str) -> Callable[[argparse._SubParsersAction], None]:
     return register
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: ...)" unless the help text already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.help and "default" in action.help.lower():
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _CommandParser(argparse.ArgumentParser):
     """Sub-command parsers show each option's default in ``--help``."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:  # type: ignore[override]

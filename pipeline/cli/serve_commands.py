@@ -23,7 +23,7 @@ from grader.llm_args import add_llm_arguments, llm_config_from_args
 from grader.resilience import RetryPolicy
 from models.deps import require
 from models.errors import ConfigError
-from pipeline.cli.output import print_json
+from models.output import print_json
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings
 from pipeline.corrective.loop import RAGConfig
 from pipeline.retrieval.index import LocalHybridIndex, Retriever

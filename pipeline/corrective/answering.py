@@ -12,6 +12,7 @@ Rules, in order:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,25 +101,37 @@ class Answerer:
         if llm is None:  # compose() checked; kept for the type checker
             return self._extractive(chosen, full, quality)
         try:
-            self._spend()
-            draft = llm.generate(query, evidence, deadline=self.state.deadline)
+            draft = self._generate(llm, query, evidence, [])
             if not draft.answerable or not draft.claims:
                 return Draft(Outcome.ABSTENTION, "The passages found do not answer this question (the answer "
                              "writer found nothing in them to state), so I am not answering.", None, [],
                              quality.to_dict())
-            self._spend()
-            checked = llm.verify(draft, evidence, deadline=self.state.deadline)
+            checked = self._verify(llm, draft, evidence)
             if not checked.grounded and self.state.llm_left() >= 2:
-                self._spend()
-                draft = llm.generate(query, evidence, deadline=self.state.deadline,
-                                     feedback=[f"{c.text} ({why})" for c, why in checked.unsupported])
-                self._spend()
-                checked = llm.verify(draft, evidence, deadline=self.state.deadline) if draft.claims else \
-                    GroundingResult([], [])
+                draft = self._generate(llm, query, evidence, [f"{c.text} ({why})" for c, why in checked.unsupported])
+                checked = self._verify(llm, draft, evidence) if draft.claims else GroundingResult([], [])
         except LLMError as exc:
             self.state.degrade(f"LLM generation or grounding check unavailable, extractive answer given ({exc})")
             return self._extractive(chosen, full, quality)
         return self._grounded(draft, checked, full, quality)
+
+    def _generate(self, llm: LLMAnswerer, query: str, evidence: list[Evidence], feedback: list[str]) -> GeneratedAnswer:
+        """One generation call, traced (a second one carries the grounding check's feedback)."""
+        self._spend()
+        t0 = time.monotonic()
+        draft = llm.generate(query, evidence, deadline=self.state.deadline, feedback=feedback)
+        self.state.trace.step("generate", t0, claims=len(draft.claims), answerable=draft.answerable,
+                              gaps=list(draft.gaps), revision=bool(feedback))
+        return draft
+
+    def _verify(self, llm: LLMAnswerer, draft: GeneratedAnswer, evidence: list[Evidence]) -> GroundingResult:
+        """One grounding check, traced with what it could not support."""
+        self._spend()
+        t0 = time.monotonic()
+        checked = llm.verify(draft, evidence, deadline=self.state.deadline)
+        self.state.trace.step("ground", t0, grounded=checked.grounded, supported=len(checked.supported),
+                              unsupported=[why for _, why in checked.unsupported[:3]])
+        return checked
 
     def _grounded(self, draft: GeneratedAnswer, checked: GroundingResult, full: bool,
                   quality: ContextQuality) -> Draft:

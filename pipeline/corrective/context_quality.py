@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from models.types import Decision
-from pipeline.corrective.correction import QUESTION_WORDS
+from pipeline.corrective.correction import STOPWORDS
 
 __all__ = ["ContextQuality", "aspects_of", "heuristic_quality"]
 
@@ -37,7 +37,7 @@ def aspects_of(query: str) -> list[str]:
     seen: list[str] = []
     for word in re.findall(r"[\w'-]+", query):
         low = word.lower()
-        if low not in QUESTION_WORDS and len(low) > 2 and low not in (s.lower() for s in seen):
+        if low not in STOPWORDS and len(low) > 2 and low not in (s.lower() for s in seen):
             seen.append(word)
     return seen
 

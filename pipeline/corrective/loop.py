@@ -206,7 +206,12 @@ class CorrectiveRAG:
         state.trace.step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)}
                                                for s in strips])
         answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability)
+        t0 = time.monotonic()
         draft = answerer.compose(query, strips, decision, conflicts)
+        quality = draft.quality or {}
+        state.trace.step("compose", t0, outcome=draft.outcome.value, grounding=draft.grounding,
+                         level=quality.get("level"), missing_aspects=quality.get("missing_aspects", []),
+                         sources=[s["chunk_id"] for s in draft.sources or []])
         return self._from_draft(state, draft, decision)
 
     def _from_draft(self, state: RunState, draft: Draft, decision: Decision | None) -> RAGResult:

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from grader.calibration import CALIBRATION_METHODS
 
-__all__ = ["add_target", "print_json", "targets_of"]
-
-
-def print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+__all__ = ["add_target", "guarantee_delta", "targets_of"]
 
 
 def add_target(p: argparse.ArgumentParser, default_delta: float | None = None, default_calibration: str = "auto"

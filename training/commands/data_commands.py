@@ -7,7 +7,7 @@ from pathlib import Path
 
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
-from training.commands.common import print_json
+from models.output import print_json
 from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
 

@@ -9,8 +9,9 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
+from models.output import print_json, print_table
 from models.registry import resolve_bundle
-from training.commands.common import add_target, guarantee_delta, print_json, targets_of
+from training.commands.common import add_target, guarantee_delta, targets_of
 from training.data import PairSet, groups_of, load_pairs, write_pairs
 from training.labels import parse_label_map
 
@@ -49,8 +50,27 @@ def _eval_cascade(args: argparse.Namespace, grader: CrossEncoderGrader, data: Pa
     report["data"] = data.summary()
     if args.json:
         write_report(report, args.json)
-    print_json(report)
+    _print_cascade(report)
     return 0
+
+
+def _print_cascade(report: dict) -> None:
+    """One table per LLM (the real one and each simulation): accuracy and cost against escalation rate."""
+    blocks = []
+    if report["real_llm"]:
+        blocks.append((f"cascade with {report['real_llm']['model']} ({report['real_llm']['mode']})",
+                       report["real_llm"]["rows"]))
+    blocks += [(f"{name}: {block['note']}", block["rows"]) for name, block in report["simulated"].items()]
+    scope = (f"{report['n']} pairs, {report['queries']} queries, the small model "
+             f"{report['model_ms_per_query']:.1f} ms per query")
+    for title, rows in blocks:
+        columns = list(rows[0])
+        print_table(f"{title}\n{scope}", [c.replace("_", " ") for c in columns],
+                    [[_cell(row[c]) for c in columns] for row in rows])
+
+
+def _cell(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def register_eval(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,8 @@ import dataclasses
 from pathlib import Path
 
 from models.bundle import read_bundle
-from training.commands.common import add_target, guarantee_delta, print_json, targets_of
+from models.output import print_json
+from training.commands.common import add_target, guarantee_delta, targets_of
 from training.data import PairSet, load_pairs
 from training.labels import parse_label_map
 

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -93,6 +94,11 @@ def test_ask_demo_answers_with_citations_and_a_trace(capsys, demo_cache):
     assert result["outcome"] in ("answer", "partial_answer") and result["sources"][0]["source"] == "Normans.md"
     assert "1050s" in result["answer"] and "[Normans.md#" in result["answer"] and result["llm_calls"] == 0
     assert [t["action"] for t in result["trace"]][:3] == ["retrieve", "check", "grade"]
+    compose = next(t["detail"] for t in result["trace"] if t["action"] == "compose")
+    assert compose["outcome"] == result["outcome"] and compose["sources"] == [s["chunk_id"] for s in result["sources"]]
+    if result["outcome"] == "partial_answer":  # the message names exactly the aspects the trace says are missing
+        assert ("do not clearly cover" in result["message"]) == bool(compose["missing_aspects"])
+        assert all(a in result["message"] for a in compose["missing_aspects"])
     assert main(["ask", "--demo", "Who won the 2018 FIFA World Cup?", "--trace"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("[abstention]") and "trace:" in text and "retrieve" in text
@@ -125,6 +131,9 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
          "must_abstain": True},
     ]) + "\n", encoding="utf-8")
     assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 0
+    table = capsys.readouterr().out
+    assert "2 golden questions" in table and "abstention fidelity" in table and "FIFA" in table
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["n"] == 2 and report["abstention_fidelity"] == 1.0 and report["answer_rate_when_answerable"] == 1.0
     assert report["llm_calls_per_query"] == 0.0 and report["latency_ms_p50"] > 0
@@ -168,4 +177,29 @@ def test_version_is_printed(capsys):
 def test_help_shows_every_default(capsys, command, shown):
     with pytest.raises(SystemExit):
         main([command, "--help"])
-    assert shown in " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().out.split())
+    assert shown in text and not re.search(r"\(default: [^)]*\) \(default:", text)
+
+
+def test_help_never_states_a_default_twice(capsys):
+    with pytest.raises(SystemExit):
+        main(["ask", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: the lower threshold)" in text and "the lower threshold) (default" not in text
+
+
+def test_trace_lines_are_cut_at_a_word_with_an_ellipsis():
+    from pipeline.cli.ask_commands import _clip
+
+    assert _clip("short", 20) == "short"
+    clipped = _clip('{"query": "What religion were the Normans?", "k": 6}', 30)
+    assert clipped.endswith("…") and len(clipped) <= 30 and clipped[:-1] == '{"query": "What religion were'
+
+
+def test_eval_cascade_prints_tables_and_writes_json(capsys, tmp_path, squad_pairs_file):
+    out = tmp_path / "cascade.json"
+    assert main(["eval", "--cascade", "--data", str(squad_pairs_file), "--simulate-accuracy", "0.9",
+                 "--levels", "0,0.5", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "SIMULATION" in text and "escalation rate" in text and "auto error rate" in text
+    assert json.loads(out.read_text())["simulated"]["llm_accuracy_0.90"]["rows"][1]["escalation_rate"] == 0.5

@@ -45,6 +45,9 @@ def test_generated_answer_cites_chunks_and_is_verified(index, grader, server):
     assert [s["chunk_id"] for s in result.sources] == ["a-paris"]
     assert _kinds(server) == {"generate": 1, "verify": 1}
     assert result.llm_calls == len(server.requests) and not result.degraded
+    steps = {t.action: t.detail for t in result.trace}
+    assert steps["generate"]["claims"] >= 1 and steps["ground"]["grounded"] is True
+    assert steps["compose"]["grounding"] == "verified" and steps["compose"]["sources"] == ["a-paris"]
 
 
 def test_unsupported_claim_triggers_one_revision(index, grader, server):
@@ -52,6 +55,9 @@ def test_unsupported_claim_triggers_one_revision(index, grader, server):
     result = _rag(index, grader, server).run("What is the capital of France?", TENANT_A)
     assert result.grounding == "verified" and "green cheese" not in result.answer
     assert _kinds(server) == {"generate": 2, "verify": 2}
+    traced = [(t.action, t.detail.get("revision", t.detail.get("grounded"))) for t in result.trace
+              if t.action in ("generate", "ground")]
+    assert traced == [("generate", False), ("ground", False), ("generate", True), ("ground", True)]
     revision = [json.loads(r["messages"][-1]["content"]) for r in server.requests
                 if r["messages"][0]["content"].startswith("You answer")][1]
     assert "green cheese" in revision["fix_these_unsupported_claims"][0]
@@ -114,7 +120,7 @@ def test_fallback_tiers_end_in_web_search_with_urls(index, grader, server, web):
     result = rag.run("Which planet is known as the Red Planet?", TENANT_A)
     actions = [t.action for t in result.trace]
     assert actions.count("retrieve") == 2 and "web_search" in actions and "rewrite" in actions
-    assert web.requests and web.requests[0]["query"] == "planet known as Red"  # the rewritten query
+    assert web.requests and web.requests[0]["query"] == "planet Red"  # the rewritten query: content words only
     if result.sources:
         assert any(s.get("url") == "https://en.wikipedia.org/wiki/Mars" for s in result.sources)
         assert result.tier == "web search"

@@ -126,3 +126,10 @@ def test_refine_keeps_sentences_in_order_and_drops_markdown_headings(grader):
     tight = refine("How many days do I have to ask for a refund?", [chunk], grader, token_budget=9,
                    min_probability=0.0)
     assert len(tight) == 1  # the budget keeps only the best strip
+
+
+def test_aspects_are_content_words_not_stopwords():
+    from pipeline.corrective.context_quality import aspects_of
+
+    assert aspects_of("How many trains run per day in Paris?") == ["trains", "day", "Paris"]
+    assert aspects_of("What religion were the Normans?") == ["religion", "Normans"]
