@@ -203,3 +203,13 @@ def test_eval_cascade_prints_tables_and_writes_json(capsys, tmp_path, squad_pair
     text = capsys.readouterr().out
     assert "SIMULATION" in text and "escalation rate" in text and "auto error rate" in text
     assert json.loads(out.read_text())["simulated"]["llm_accuracy_0.90"]["rows"][1]["escalation_rate"] == 0.5
+
+
+@pytest.mark.slow
+def test_the_whole_demo_golden_set_end_to_end(capsys, demo_cache):
+    """All 26 demo questions through the real pipeline (about a minute): answerable ones are answered from
+    the right document. Opt in with `python -m pytest -m slow`."""
+    assert main(["eval-pipeline", "--demo", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 26 and report["answer_rate_when_answerable"] >= 0.9
+    assert report["sources_accuracy_when_answered"] >= 0.9 and report["degraded_rate"] == 0.0
