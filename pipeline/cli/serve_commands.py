@@ -139,7 +139,7 @@ def _keys(args: argparse.Namespace) -> int:
         store = KeyStore.open(args.store, create=True)
         roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip())
         token = store.create(args.tenant, roles=roles, rate_per_minute=args.rate_per_minute, label=args.label)
-        print_json({"api_key": token, "tenant": args.tenant, "roles": sorted(roles),
+        print_json({"api_key": token, "key_id": token.split("_")[1], "tenant": args.tenant, "roles": sorted(roles),
                     "note": "shown once; only its SHA-256 is stored"})
     elif args.keys_command == "list":
         store = KeyStore.open(args.store)

@@ -14,9 +14,21 @@ from typing import Any
 from models.deps import require
 from models.errors import ConfigError, DataError
 
-__all__ = ["Principal", "StoredChunk", "chunk_text", "read_document"]
+__all__ = ["NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text", "read_document"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
+
+
+NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
+
+
+def check_name(kind: str, value: object) -> str:
+    """One rule for tenant and role names everywhere (API keys, the index, the CLI): 1-64 letters, digits,
+    '.', '_' or '-', starting with a letter or digit. Data indexed under any other name could never be read."""
+    if not isinstance(value, str) or not NAME_RULE.fullmatch(value):
+        raise ConfigError(f"{kind} name {value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+                          "starting with a letter or digit")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,8 +39,9 @@ class Principal:
     roles: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        if not self.tenant or not isinstance(self.tenant, str):
-            raise ConfigError(f"Principal.tenant must be a non-empty string, got {self.tenant!r}")
+        check_name("tenant", self.tenant)
+        for role in self.roles:
+            check_name("role", role)
 
     def may_read(self, chunk: StoredChunk) -> bool:
         """Same tenant, and either no role restriction or a shared role."""
@@ -175,6 +188,8 @@ def _split_sentences(paragraph: str, max_chars: int) -> list[str]:
     return out
 
 
-def chunk_id_for(source: str, position: int, text: str) -> str:
-    """Stable id: source, position and a content hash."""
-    return f"{Path(source).name}#{position}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+def chunk_id_for(source: str, position: int, text: str, *, tenant: str = "") -> str:
+    """Stable id: the file name and position to read, then a hash of the tenant, the full source path and the
+    text, so that two tenants (or two folders) with the same file never share an id."""
+    digest = hashlib.sha1(f"{tenant}\x1f{source}\x1f{text}".encode()).hexdigest()[:10]
+    return f"{Path(source).name}#{position}-{digest}"

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from models.errors import DataError
-from pipeline.retrieval.documents import SUPPORTED, StoredChunk, chunk_id_for, chunk_text, read_document
+from pipeline.retrieval.documents import (
+    SUPPORTED,
+    StoredChunk,
+    check_name,
+    chunk_id_for,
+    chunk_text,
+    read_document,
+)
 
 __all__ = ["IngestReport", "WritableIndex", "collect_files", "ingest"]
 
@@ -69,8 +76,9 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     """Chunk the documents and write them in one transaction; see the module docstring for re-adds."""
     report = IngestReport()
     chunks: list[StoredChunk] = []
-    roles = frozenset(roles)
-    for path in collect_files(paths):
+    check_name("tenant", tenant)
+    roles = frozenset(check_name("role", r) for r in roles)
+    for path in (p.resolve() for p in collect_files(paths)):
         try:
             title, text = read_document(path)
         except DataError as exc:
@@ -84,7 +92,7 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
             continue
         report.files += 1
         for position, piece in enumerate(pieces):
-            chunks.append(StoredChunk(chunk_id=chunk_id_for(path.name, position, piece), text=piece,
+            chunks.append(StoredChunk(chunk_id=chunk_id_for(str(path), position, piece, tenant=tenant), text=piece,
                                       tenant=tenant, source=str(path.name), title=title, position=position,
                                       allowed_roles=roles, status=status, effective_date=effective_date,
                                       authority=authority,

@@ -110,7 +110,9 @@ def create_app(config: ServiceConfig) -> Any:
 
     @app.exception_handler(CragError)
     async def crag_error(request: Request, exc: CragError) -> Any:
-        return JSONResponse({"detail": str(exc)}, status_code=400 if isinstance(exc, ConfigError) else 503)
+        if isinstance(exc, ConfigError):
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
 
     def caller(request: Request) -> ApiKey:
         header = request.headers.get("authorization", "")
@@ -173,10 +175,12 @@ def create_app(config: ServiceConfig) -> Any:
 
     @app.get("/readyz", responses={503: {"description": "not ready"}})
     async def readyz() -> Any:
-        ready = state.ready and state.batcher.alive
+        config.keys.refresh()
+        ready = state.ready and state.batcher.alive and config.keys.problem is None
         llm = state.cascade.llm
         body = {"ready": ready, "model": config.grader.name,
-                "llm_circuit": llm.breaker.state if llm is not None else "not configured"}
+                "llm_circuit": llm.breaker.state if llm is not None else "not configured",
+                "key_store": config.keys.problem or "ok"}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", response_class=Response,

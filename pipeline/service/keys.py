@@ -3,26 +3,38 @@
 A key reads ``crag_<key id>_<secret>``. The id (not secret) finds the record; the whole key is compared
 against the stored hash in constant time. Keys are 256-bit random tokens, so a fast hash is the
 standard choice (as for GitHub or Stripe tokens); a slow password hash would add latency and no safety.
-The store is a JSON file written atomically; a corrupt file is an error, never an empty store.
+The store is a JSON file written atomically under a file lock; a corrupt or missing file is an error,
+never an empty store, and a running service refuses requests (fails closed) until it is valid again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from models.errors import ConfigError, DataError
-from pipeline.retrieval.documents import Principal
+from models.errors import ConfigError, CragError, DataError
+from pipeline.retrieval.documents import Principal, check_name
 
-__all__ = ["ApiKey", "KeyStore"]
+__all__ = ["ApiKey", "KeyStore", "KeyStoreUnavailable"]
+
+logger = logging.getLogger(__name__)
+
+
+class KeyStoreUnavailable(CragError):
+    """The key store is missing or corrupt: every request is refused until it is back."""
 
 KEY_FORMAT = re.compile(r"^crag_([0-9a-f]{12})_[A-Za-z0-9_-]{20,}$")
 
@@ -52,12 +64,19 @@ class ApiKey:
 
 @dataclass
 class KeyStore:
-    """Keys in a JSON file; ``create`` returns the only copy of the plain key."""
+    """Keys in a JSON file; ``create`` returns the only copy of the plain key.
+
+    Writers (``crag keys create`` / ``revoke`` in any number of processes) hold an exclusive lock on
+    ``<store>.lock`` around read-modify-write and write through a unique temporary file, so no key is lost
+    and no revocation undone. A running service re-reads the file when it changes and *fails closed*: if the
+    file disappears or stops parsing, ``authenticate`` raises :class:`KeyStoreUnavailable` (the service
+    answers 503 and ``/readyz`` says why) until a valid store is back; the old keys never keep working."""
 
     path: Path
     keys: dict[str, ApiKey] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _mtime: float = 0.0
+    problem: str | None = None
 
     def __post_init__(self) -> None:
         self._mtime = self._stat()
@@ -69,17 +88,31 @@ class KeyStore:
             return 0.0
 
     def refresh(self) -> None:
-        """Re-read the file when another process (``crag keys``) changed it: revocations apply without a restart.
-        A file that became unreadable keeps the keys already loaded (and logs nothing secret)."""
+        """Re-read the file when another process changed it: new keys and revocations apply without a restart;
+        a missing or unreadable file marks the store unavailable (logged once, nothing secret)."""
         mtime = self._stat()
-        if mtime == self._mtime or not mtime:
+        if mtime and mtime == self._mtime and self.problem is None:
+            return
+        if not mtime:
+            if self._mtime or self.keys:  # it existed: deleted or moved away
+                self._fail(f"the API key store {self.path} is missing")
             return
         try:
             fresh = KeyStore.open(self.path)
-        except (ConfigError, DataError):
+        except (ConfigError, DataError) as exc:
+            self._fail(str(exc))
+            self._mtime = mtime
             return
         with self._lock:
             self.keys, self._mtime = fresh.keys, mtime
+            if self.problem is not None:
+                logger.warning("API key store %s is valid again; accepting requests", self.path)
+            self.problem = None
+
+    def _fail(self, problem: str) -> None:
+        if self.problem != problem:
+            logger.error("refusing every request until the key store is fixed: %s", problem)
+        self.problem = problem
 
     @classmethod
     def open(cls, path: str | Path, *, create: bool = False) -> KeyStore:
@@ -89,35 +122,45 @@ class KeyStore:
                 return cls(path)
             raise ConfigError(f"no API key store at {path}; create a key with `crag keys create --store {path} "
                               "--tenant NAME`")
-        try:
-            records = json.loads(path.read_text(encoding="utf-8"))["keys"]
-            keys = {r["key_id"]: ApiKey(**{**r, "roles": frozenset(r.get("roles") or ())}) for r in records}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{path}: not a valid API key store ({exc}); restore it from a backup") from exc
-        return cls(path, keys)
+        return cls(path, _read(path))
 
     def create(self, tenant: str, *, roles: frozenset[str] = frozenset(), rate_per_minute: int | None = None,
                label: str = "") -> str:
-        if not tenant or not re.fullmatch(r"[\w.-]{1,64}", tenant):
-            raise ConfigError(f"tenant must be 1-64 letters, digits, '.', '_' or '-', got {tenant!r}")
+        check_name("tenant", tenant)
+        for role in roles:
+            check_name("role", role)
         if rate_per_minute is not None and rate_per_minute < 1:
             raise ConfigError(f"rate_per_minute must be >= 1, got {rate_per_minute}")
         key_id = secrets.token_hex(6)
         token = f"crag_{key_id}_{secrets.token_urlsafe(32)}"
-        with self._lock:
-            self.keys[key_id] = ApiKey(key_id=key_id, sha256=_digest(token), tenant=tenant, roles=roles,
-                                       rate_per_minute=rate_per_minute, label=label,
-                                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        record = ApiKey(key_id=key_id, sha256=_digest(token), tenant=tenant, roles=roles,
+                        rate_per_minute=rate_per_minute, label=label,
+                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        with self._locked():
+            self.keys[key_id] = record
             self._save()
         return token
 
     def revoke(self, key_id: str) -> None:
-        with self._lock:
+        with self._locked():
             if key_id not in self.keys:
                 raise ConfigError(f"no key with id {key_id!r}; `crag keys list --store {self.path}` shows them")
             old = self.keys[key_id]
             self.keys[key_id] = ApiKey(**{**old.__dict__, "revoked": True})
             self._save()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This process's lock and the store's file lock, with the store re-read under them."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, open(self.path.with_suffix(self.path.suffix + ".lock"), "a") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                if self.path.is_file():
+                    self.keys = _read(self.path)
+                yield
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
 
     def authenticate(self, token: str | None) -> ApiKey | None:
         """The key's record, or None for a missing, malformed, unknown, revoked or wrong key."""
@@ -125,16 +168,32 @@ class KeyStore:
         if not match:
             return None
         self.refresh()
+        if self.problem is not None:
+            raise KeyStoreUnavailable(f"API keys cannot be checked right now ({self.problem}); retry later")
         record = self.keys.get(match.group(1))
         if record is None or record.revoked or not hmac.compare_digest(record.sha256, _digest(token or "")):
             return None
         return record
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        tmp.write_text(json.dumps({"keys": [k.to_dict() for k in self.keys.values()]}, indent=2) + "\n",
-                       encoding="utf-8")
-        os.chmod(tmp, 0o600)
-        tmp.replace(self.path)
+        """Write through a unique temporary file in the same folder, then rename over the store."""
+        payload = json.dumps({"keys": [k.to_dict() for k in self.keys.values()]}, indent=2) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(payload)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         self._mtime = self._stat()
+
+
+def _read(path: Path) -> dict[str, ApiKey]:
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))["keys"]
+        return {r["key_id"]: ApiKey(**{**r, "roles": frozenset(r.get("roles") or ())}) for r in records}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: not a valid API key store ({type(exc).__name__}); restore it from a backup") \
+            from exc

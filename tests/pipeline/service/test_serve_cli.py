@@ -163,3 +163,31 @@ def test_serve_finishes_in_flight_requests_on_sigterm(tmp_path, server):
     logs = proc.stdout.read()
     assert "Shutting down" in logs and "Finished server process" in logs
     assert key not in logs and "sk-never-logged" not in logs
+
+
+def test_parallel_key_creates_lose_nothing_and_revocations_stay(tmp_path):
+    store = tmp_path / "keys.json"
+    command = [sys.executable, "-m", "pipeline.cli", "keys", "create", "--store", str(store), "--tenant", "acme"]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(10)]
+    created = [json.loads(p.communicate(timeout=120)[0])["key_id"] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    stored = KeyStore.open(store)
+    assert set(stored.keys) == set(created)
+    revoke = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "keys", "revoke", "--store", str(store),
+                               created[0]])
+    more = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    assert revoke.wait(120) == 0 and all(p.wait(120) == 0 for p in more)
+    final = KeyStore.open(store).keys
+    assert len(final) == 13 and final[created[0]].revoked
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+
+
+@pytest.mark.parametrize("tenant", ["", "../x y", "_hidden", "a" * 65])
+def test_tenant_names_follow_one_rule_for_keys_and_index(capsys, tmp_path, tenant):
+    (tmp_path / "d.md").write_text("# D\n\nSome text.\n", encoding="utf-8")
+    assert main(["keys", "create", "--store", str(tmp_path / "k.json"), "--tenant", tenant]) == 2
+    assert "tenant name" in capsys.readouterr().err
+    assert main(["index", "add", str(tmp_path / "d.md"), "--index", str(tmp_path / "idx"), "--tenant", tenant]) == 2
+    assert "tenant name" in capsys.readouterr().err and not (tmp_path / "idx").exists()
+    assert main(["index", "add", str(tmp_path / "d.md"), "--index", str(tmp_path / "idx"), "--tenant", "ok",
+                 "--roles", "bad role"]) == 2

@@ -2,7 +2,9 @@
 
 import json
 import logging
+import os
 import threading
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -213,3 +215,42 @@ def test_a_caller_that_times_out_gets_503_and_the_worker_survives(tmp_path, keys
         assert client.app.state.crag.batcher.alive
         client.app.state.crag.config.request_timeout_s = 30.0
         assert client.post("/v1/grade", json=GRADE, headers=_auth(keys[1]["a"])).status_code == 200
+
+
+def test_a_corrupt_or_deleted_key_store_fails_closed_until_it_is_valid_again(tmp_path, keys, grader, caplog):
+    store, tokens = keys
+    with _client(tmp_path, keys, grader) as client:
+        assert client.post("/v1/grade", json=GRADE, headers=_auth(tokens["a"])).status_code == 200
+        good = store.path.read_text(encoding="utf-8")
+        store.path.write_text('{"keys": [ broken', encoding="utf-8")
+        os.utime(store.path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+        refused = client.post("/v1/grade", json=GRADE, headers=_auth(tokens["a"]))
+        assert refused.status_code == 503 and "key" in refused.json()["detail"]
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and "not a valid API key store" in ready.json()["key_store"]
+        assert "refusing every request" in caplog.text and tokens["a"] not in caplog.text
+        store.path.unlink()
+        assert client.post("/v1/grade", json=GRADE, headers=_auth(tokens["a"])).status_code == 503
+        assert "missing" in client.get("/readyz").json()["key_store"]
+        store.path.write_text(good, encoding="utf-8")
+        os.utime(store.path, ns=(time.time_ns() + 2 * 10**9, time.time_ns() + 2 * 10**9))
+        assert client.post("/v1/grade", json=GRADE, headers=_auth(tokens["a"])).status_code == 200
+        assert client.get("/readyz").json()["key_store"] == "ok"
+
+
+def test_one_tenants_ingest_never_touches_another_tenants_chunks(tmp_path, keys, grader):
+    from pipeline.retrieval.ingest import ingest
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "password.md").write_text("# Password\n\nReset your password from the Security page.\n",
+                                      encoding="utf-8")
+    with _client(tmp_path, keys, grader) as client:
+        index = client.app.state.crag.config.retriever
+        ingest(index, [docs], tenant="a")
+        ingest(index, [docs], tenant="b")  # the same file, same text, another tenant
+        for tenant in ("a", "b"):
+            body = client.post("/v1/query", json={"query": "How do I reset my password?"},
+                               headers=_auth(keys[1][tenant])).json()
+            assert body["outcome"] != "abstention" and "password.md" in {s["source"] for s in body["sources"]}
+        assert {c.tenant for c in index.iter_chunks() if c.source == "password.md"} == {"a", "b"}
