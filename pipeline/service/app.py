@@ -51,6 +51,7 @@ class ServiceConfig:
     micro_batch_wait_ms: float = 5.0
     micro_batch_max_pairs: int = 64
     request_timeout_s: float = 60.0
+    body_read_timeout_s: float = 30.0
 
 
 class _State:
@@ -73,6 +74,7 @@ def create_app(config: ServiceConfig) -> Any:
     require("fastapi", "serve")
     from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.concurrency import run_in_threadpool
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
 
     state = _State(config)
@@ -103,6 +105,12 @@ def create_app(config: ServiceConfig) -> Any:
             state.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
         return response
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Any:
+        # the framework's default echoes the input back; a field path and a reason are enough
+        return JSONResponse({"detail": [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                                         "type": e.get("type", "")} for e in exc.errors()]}, status_code=422)
+
     @app.exception_handler(TimeoutError)
     async def timed_out(request: Request, exc: TimeoutError) -> Any:
         return JSONResponse({"detail": f"grading took longer than {config.request_timeout_s}s; retry later"},
@@ -130,6 +138,7 @@ def create_app(config: ServiceConfig) -> Any:
 
     errors: dict[int | str, dict[str, Any]] = {400: {"description": "malformed JSON or invalid value"},
                                                401: {"description": "missing or invalid API key"},
+                                               408: {"description": "request body not received in time"},
                                                413: {"description": "body too large"},
                                                429: {"description": "rate limit"},
                                                503: {"description": "overloaded: retry after the given time"}}
@@ -189,16 +198,23 @@ def create_app(config: ServiceConfig) -> Any:
         data, content_type = state.metrics.render()
         return Response(data, media_type=content_type)
 
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, read_timeout_s=config.body_read_timeout_s)
     return app
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for bodies over ``max_bytes``, by Content-Length or while streaming (chunked)."""
+class BodyGuard:
+    """ASGI middleware for request bodies, before anything parses them:
 
-    def __init__(self, app: Any, *, max_bytes: int) -> None:
+    - 413 for bodies over ``max_bytes``, by Content-Length or while streaming (chunked);
+    - 408 when the body does not arrive within ``read_timeout_s`` (a client that sends headers and stalls
+      no longer holds a connection forever);
+    - 422 for JSON that Python would accept but the API must not: ``NaN`` / ``Infinity`` and unpaired UTF-16
+      surrogates (``"\\ud800"``), naming the field and never echoing the text."""
+
+    def __init__(self, app: Any, *, max_bytes: int, read_timeout_s: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -207,18 +223,27 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            await self._reject(send)
+            await _reply(send, 413, f"request body over the {self.max_bytes}-byte limit")
             return
         messages, size = [], 0
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=self.read_timeout_s)
+            except asyncio.TimeoutError:
+                await _reply(send, 408, f"request body not received within {self.read_timeout_s:g} s")
+                return
             messages.append(message)
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                await self._reject(send)
+                await _reply(send, 413, f"request body over the {self.max_bytes}-byte limit")
                 return
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
+        if scope.get("method") == "POST" and size:
+            problem = unsafe_json(b"".join(m.get("body", b"") for m in messages))
+            if problem:
+                await _reply(send, 422, [{"loc": ["body", *problem[0]], "msg": problem[1], "type": "value_error"}])
+                return
         replay = iter(messages)
 
         async def buffered() -> Any:
@@ -226,9 +251,42 @@ class BodyLimit:
 
         await self.app(scope, buffered, send)
 
-    async def _reject(self, send: Any) -> None:
-        body = json.dumps({"detail": f"request body over the {self.max_bytes}-byte limit"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+
+def unsafe_json(raw: bytes) -> tuple[list[str | int], str] | None:
+    """(field path, reason) for a body with NaN/Infinity or an unpaired surrogate; None when it is fine
+    (malformed JSON is left to the framework's own 422)."""
+    def constant(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        data = json.loads(raw, parse_constant=constant)
+    except ValueError as exc:
+        if str(exc) in ("NaN", "Infinity", "-Infinity"):
+            return [], f"{exc} is not a JSON number; send a finite number"
+        return None
+    stack: list[tuple[list[str | int], Any]] = [([], data)]
+    while stack:
+        path, value = stack.pop()
+        items: Any = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, child in items:
+            if isinstance(key, str) and not _encodable(key):
+                return path, "a field name is not valid Unicode (an unpaired surrogate)"
+            stack.append(([*path, key], child))
+        if isinstance(value, str) and not _encodable(value):
+            return path, "text with an unpaired surrogate (\\ud800-\\udfff) is not valid Unicode"
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+async def _reply(send: Any, status: int, detail: Any) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -254,3 +254,54 @@ def test_one_tenants_ingest_never_touches_another_tenants_chunks(tmp_path, keys,
                                headers=_auth(keys[1][tenant])).json()
             assert body["outcome"] != "abstention" and "password.md" in {s["source"] for s in body["sources"]}
         assert {c.tenant for c in index.iter_chunks() if c.source == "password.md"} == {"a", "b"}
+
+
+BAD_BODIES = [
+    ("/v1/grade", rb'{"query": "\ud800 what", "chunks": [{"text": "x"}]}', ["body", "query"]),
+    ("/v1/grade", rb'{"query": "what is it", "chunks": [{"text": "secret \udfff"}]}', ["body", "chunks", 0, "text"]),
+    ("/v1/grade", rb'{"query": "what is it", "chunks": [{"text": "x", "chunk_id": "\ud800"}]}',
+     ["body", "chunks", 0, "chunk_id"]),
+    ("/v1/grade", b'{"query": "what is it", "chunks": [{"text": NaN}]}', ["body"]),
+    ("/v1/grade", b'{"query": "what is it", "chunks": [{"text": "x"}], "escalate": Infinity}', ["body"]),
+    ("/v1/query", rb'{"query": "capital of France \ud800"}', ["body", "query"]),
+    ("/v1/query", b'{"query": "capital of France", "filters": {"status": -Infinity}}', ["body"]),
+    ("/v1/query", rb'{"query": "capital of France", "filters": {"\ud800": "x"}}', ["body", "filters"]),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "raw", "loc"), BAD_BODIES)
+def test_surrogates_and_non_finite_numbers_are_422_never_500_and_never_echoed(tmp_path, keys, grader, caplog,
+                                                                            endpoint, raw, loc):
+    with _client(tmp_path, keys, grader) as client:
+        response = client.post(endpoint, content=raw, headers={**_auth(keys[1]["a"]),
+                                                                "content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc
+    assert "secret" not in response.text and "Traceback" not in caplog.text
+
+
+def test_validation_errors_do_not_echo_the_input(tmp_path, keys, grader):
+    with _client(tmp_path, keys, grader) as client:
+        response = client.post("/v1/grade", json={"query": "what is it", "chunks": [{"text": 7, "tenant_note": "x"}]},
+                               headers=_auth(keys[1]["a"]))
+    assert response.status_code == 422 and '"input"' not in response.text and "tenant_note" in response.text
+
+
+def test_a_body_that_never_arrives_gets_408():
+    import asyncio
+
+    from pipeline.service.app import BodyGuard
+
+    sent = []
+
+    async def app(scope, receive, send):  # never reached
+        raise AssertionError("the app must not run without a body")
+
+    async def stalled():
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+
+    guard = BodyGuard(app, max_bytes=1000, read_timeout_s=0.2)
+    asyncio.run(guard({"type": "http", "method": "POST", "headers": [(b"content-length", b"10")]}, stalled, send))
+    assert sent[0]["status"] == 408 and b"not received within 0.2 s" in sent[1]["body"]
