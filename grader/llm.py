@@ -36,7 +36,7 @@ from grader.llm_prompts import (
     user_message,
     yes_no_message,
 )
-from grader.llm_structured import CallFailed, LLMStats, call_failure, openai_client_kwargs
+from grader.llm_structured import CallFailed, LLMStats, call_failure, choices_of, openai_client_kwargs
 from grader.resilience import CircuitBreaker
 from models.deps import require
 from models.errors import ConfigError, LLMError
@@ -245,10 +245,8 @@ class LLMGrader:
             schema = batch_schema(len(texts))
             response = await client.chat.completions.create(
                 response_format={"type": "json_object", "schema": schema}, **common)
+        choice = choices_of(response)[0]
         prompt, completion, cost = self._usage(response)
-        if not response.choices:
-            raise CallFailed("empty answer (no choices)", True)
-        choice = response.choices[0]
         message = choice.message
         if getattr(message, "refusal", None):
             raise CallFailed(f"refused: {message.refusal[:200]}", False)
@@ -285,10 +283,8 @@ class LLMGrader:
             messages=[{"role": "system", "content": YES_NO_SYSTEM_PROMPT},
                       {"role": "user", "content": yes_no_message(query, text)}],
         )
+        logprobs = getattr(choices_of(response)[0], "logprobs", None)
         prompt, completion, cost = self._usage(response)
-        if not response.choices:
-            raise CallFailed("empty answer (no choices)", True)
-        logprobs = getattr(response.choices[0], "logprobs", None)
         content = getattr(logprobs, "content", None)
         if not content:
             raise CallFailed("the server returned no logprobs; use mode json_object or json_schema", False)

@@ -21,7 +21,15 @@ from grader.resilience import CircuitBreaker
 from models.deps import require
 from models.errors import ConfigError, LLMError
 
-__all__ = ["CallFailed", "LLMStats", "StructuredLLM", "base_url_of", "call_failure", "openai_client_kwargs"]
+__all__ = [
+    "CallFailed",
+    "LLMStats",
+    "StructuredLLM",
+    "base_url_of",
+    "call_failure",
+    "choices_of",
+    "openai_client_kwargs",
+]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -53,7 +61,21 @@ def call_failure(openai: Any, exc: Exception, timeout_s: float) -> CallFailed | 
         return CallFailed("refused by the content filter", False)
     if isinstance(exc, openai.APIStatusError):
         return CallFailed(f"request rejected ({exc.status_code}): {str(exc)[:200]}", False)
+    if isinstance(exc, openai.APIResponseValidationError | ValueError | TypeError | AttributeError | KeyError):
+        # the SDK could not read what the server sent (not JSON, wrong shape): the server's failure, not ours
+        return CallFailed(f"malformed answer from the LLM server ({type(exc).__name__})", True)
     return None
+
+
+def choices_of(response: Any) -> list[Any]:
+    """The choices of a chat completion; a CallFailed when the server sent something else (an HTML error
+    page or plain text with HTTP 200) or no choice at all."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise CallFailed("the server's answer is not a chat completion (an HTML error page or a proxy?)", True)
+    if not choices:
+        raise CallFailed("empty answer (no choices)", True)
+    return choices
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -157,10 +179,8 @@ class StructuredLLM:
             if failure is None:
                 raise
             raise failure from exc
+        choice = choices_of(response)[0]
         self._account(response)
-        if not response.choices:
-            raise CallFailed("empty answer (no choices)", True)
-        choice = response.choices[0]
         if getattr(choice.message, "refusal", None):
             raise CallFailed(f"refused: {choice.message.refusal[:200]}", False)
         if choice.finish_reason == "length":
@@ -169,7 +189,7 @@ class StructuredLLM:
         if isinstance(parsed, response_model):
             return parsed
         try:
-            return response_model.model_validate_json(choice.message.content or "")
+            return response_model.model_validate_json(getattr(choice.message, "content", None) or "")
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first.get("loc", ()))

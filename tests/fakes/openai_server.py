@@ -62,6 +62,14 @@ class FakeOpenAI(LoopbackServer):
             return self._send(handler, 500, {"error": {"message": "boom", "type": "server_error"}})
         if behaviour == "sleep":
             time.sleep(self.sleep_s)
+        if behaviour == "html":  # a proxy's error page, served with HTTP 200
+            return self.send(handler, 200, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                             {"content-type": "text/html"})
+        if behaviour == "text":  # a 200 chat completion whose content is prose, not JSON
+            return self._send(handler, 200, {
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model"), "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": "Sure! The first passage looks relevant to me."}}]})
         content, finish, extra = self._content(behaviour, body)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if behaviour == "refusal":

@@ -30,13 +30,13 @@ def keys(tmp_path):
                    "b": store.create("b"), "slow": store.create("a", rate_per_minute=6)}
 
 
-def _client(tmp_path, keys, grader, *, llm_server=None, **config):
+def _client(tmp_path, keys, grader, *, llm_server=None, llm_mode="json_object", **config):
     index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
     if not len(index):
         index.add([*CORPUS, INJECTION])
     llm = None
     if llm_server is not None:
-        llm = LLMConfig(model="fake", base_url=llm_server.base_url, api_key="sk-test-secret-123", mode="json_object",
+        llm = LLMConfig(model="fake", base_url=llm_server.base_url, api_key="sk-test-secret-123", mode=llm_mode,
                         timeout_s=1.0, retry=RetryPolicy(attempts=2, base_s=0.01, cap_s=0.01), breaker_failures=3)
     app = create_app(ServiceConfig(keys=keys[0], retriever=index, grader=grader, pipeline=PipelineSettings(llm=llm),
                                    **config))
@@ -305,3 +305,20 @@ def test_a_body_that_never_arrives_gets_408():
     guard = BodyGuard(app, max_bytes=1000, read_timeout_s=0.2)
     asyncio.run(guard({"type": "http", "method": "POST", "headers": [(b"content-length", b"10")]}, stalled, send))
     assert sent[0]["status"] == 408 and b"not received within 0.2 s" in sent[1]["body"]
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object", "logprobs"])
+@pytest.mark.parametrize("behaviour", ["html", "text", "invalid_json"])
+def test_llm_answers_that_are_not_json_degrade_and_open_the_breaker(tmp_path, keys, grader, server, mode, behaviour):
+    server.default = behaviour
+    uncertain = {"query": "What is the capital of France?", "chunks": [
+        {"text": "France has many cities; the capital hosts the government."}, {"text": "Lyon is in France."}]}
+    with _client(tmp_path, keys, grader, llm_server=server, llm_mode=mode) as client:
+        auth = _auth(keys[1]["a"])
+        responses = [client.post("/v1/grade", json=uncertain, headers=auth) for _ in range(3)]
+        queried = client.post("/v1/query", json={"query": "What is the capital of France?"}, headers=auth)
+        assert all(r.status_code == 200 for r in responses) and queried.status_code == 200
+        escalated = [r for r in responses if any(g["uncertain"] for g in r.json()["grades"])]
+        assert escalated and all(r.json()["degraded"] for r in escalated)
+        assert client.get("/readyz").json()["llm_circuit"] == "open"
+
