@@ -181,12 +181,12 @@ class LLMGrader:
         retry = self.config.retry
         last = "no attempt made"
         for attempt in range(retry.attempts):
-            if not self.breaker.allow():
-                return LLMFailure(reason=f"circuit open after repeated LLM failures ({last})")
             start = time.perf_counter()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return LLMFailure(reason=f"budget: deadline passed ({last})")
+            if not self.breaker.allow():
+                return LLMFailure(reason=f"circuit open after repeated LLM failures ({last})")
             try:
                 # a call in flight is bounded by the time left, not only by its own timeout
                 judgements = await asyncio.wait_for(self._call(client, query, texts), timeout=left)

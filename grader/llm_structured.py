@@ -141,10 +141,10 @@ class StructuredLLM:
         retry = self.config.retry
         last = "no attempt made"
         for attempt in range(retry.attempts):
-            if not self.breaker.allow():
-                raise LLMError(f"circuit open after repeated LLM failures ({last})")
             if deadline is not None and time.monotonic() >= deadline:
                 raise LLMError(f"deadline passed before the LLM answered ({last})")
+            if not self.breaker.allow():
+                raise LLMError(f"circuit open after repeated LLM failures ({last})")
             try:
                 answer = self._call(system, user, response_model)
             except CallFailed as failure:

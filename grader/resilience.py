@@ -34,7 +34,9 @@ class RetryPolicy:
 
 
 class CircuitBreaker:
-    """Opens after ``failures`` consecutive failures; after ``reset_s`` lets one trial call through."""
+    """Opens after ``failures`` consecutive failures; after ``reset_s`` lets exactly one trial call through
+    (half-open). The trial's success closes the breaker; its failure re-opens it for another ``reset_s``.
+    Callers that arrive while the trial is out are refused as if the breaker were open."""
 
     def __init__(self, failures: int = 5, reset_s: float = 30.0) -> None:
         if failures < 1 or reset_s < 0:
@@ -43,26 +45,41 @@ class CircuitBreaker:
         self.reset_s = reset_s
         self._count = 0
         self._opened_at: float | None = None
+        self._trial_out = False
+        self._trial_at = 0.0
         self._lock = threading.Lock()
 
     @property
     def state(self) -> str:
         with self._lock:
-            if self._opened_at is None:
-                return "closed"
-            return "half-open" if time.monotonic() - self._opened_at >= self.reset_s else "open"
+            return self._state()
+
+    def _state(self) -> str:
+        if self._opened_at is None:
+            return "closed"
+        return "half-open" if time.monotonic() - self._opened_at >= self.reset_s else "open"
 
     def allow(self) -> bool:
-        """True when a call may go out now."""
-        return self.state != "open"
+        """True when a call may go out now (in half-open state: only the first caller, the trial)."""
+        with self._lock:
+            state = self._state()
+            if state == "closed":
+                return True
+            # a trial that never reported back (its caller gave up before calling) expires after reset_s
+            if state == "half-open" and (not self._trial_out or time.monotonic() - self._trial_at >= self.reset_s):
+                self._trial_out, self._trial_at = True, time.monotonic()
+                return True
+            return False
 
     def record_success(self) -> None:
         with self._lock:
             self._count = 0
             self._opened_at = None
+            self._trial_out = False
 
     def record_failure(self) -> None:
         with self._lock:
             self._count += 1
-            if self._count >= self.failures:
+            if self._trial_out or self._count >= self.failures:
                 self._opened_at = time.monotonic()
+                self._trial_out = False

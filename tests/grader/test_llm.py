@@ -113,6 +113,32 @@ def test_breaker_half_opens_and_recovers():
     assert not slow.allow()
 
 
+def test_half_open_lets_exactly_one_trial_through():
+    import threading
+    import time
+
+    breaker = CircuitBreaker(failures=2, reset_s=0.5)
+    breaker.record_failure()
+    breaker.record_failure()
+    assert not breaker.allow()
+    time.sleep(0.55)
+    allowed = []
+    threads = [threading.Thread(target=lambda: allowed.append(breaker.allow())) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert allowed.count(True) == 1  # one trial, every other caller refused meanwhile
+    breaker.record_failure()  # the trial failed: open again for reset_s
+    assert breaker.state == "open" and not breaker.allow()
+    time.sleep(0.55)
+    assert breaker.allow() and not breaker.allow()
+    time.sleep(0.55)
+    assert breaker.allow()  # a trial that never reported back expires after reset_s
+    breaker.record_success()
+    assert breaker.state == "closed" and all(breaker.allow() for _ in range(5))
+
+
 def test_disk_cache_avoids_repeat_calls(server, tmp_path):
     grader = _grader(server, mode="json_object", cache_dir=str(tmp_path / "cache"))
     grader.judge(QUERY, [RELEVANT, IRRELEVANT])
