@@ -91,7 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
         "rag": {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline},
         "limits": {"max_query_chars": args.max_query_chars, "max_chunks": args.max_chunks,
                    "max_chunk_chars": args.max_chunk_chars, "max_body_bytes": args.max_body_bytes,
-                   "rate_per_minute": args.rate_per_minute},
+                   "rate_per_minute": args.rate_per_minute, "grade_deadline_s": args.grade_deadline},
         "micro_batch_wait_ms": args.micro_batch_wait_ms,
     }
     os.environ[SETTINGS_ENV] = json.dumps(settings)
@@ -125,6 +125,8 @@ def register_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-chunks", type=int, default=defaults.max_chunks)
     p.add_argument("--max-chunk-chars", type=int, default=defaults.max_chunk_chars)
     p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    p.add_argument("--grade-deadline", type=float, default=defaults.grade_deadline_s,
+                   help="seconds /v1/grade may take, LLM escalation included (a request's deadline_s is capped by it)")
     p.add_argument("--rate-per-minute", type=int, default=defaults.rate_per_minute, help="default per key")
     p.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
     p.add_argument("--web-url", default=None)

@@ -147,12 +147,14 @@ def create_app(config: ServiceConfig) -> Any:
     @app.post("/v1/grade", response_model=GradeResponse, responses=errors)
     async def grade(payload: GradeRequest, key: ApiKey = authenticated) -> GradeResponse:  # type: ignore[valid-type]
         body: Any = payload  # the class is built per deployment; mypy cannot see its fields
+        deadline = time.monotonic() + min(limits.grade_deadline_s, body.deadline_s or limits.grade_deadline_s)
         chunks = [Chunk(text=c.text, chunk_id=c.chunk_id) for c in body.chunks]
         first = await asyncio.wait_for(asyncio.wrap_future(state.batcher.submit(body.query, chunks)),
                                        timeout=config.request_timeout_s)
         grades: list[Grade] = first
         if body.escalate and state.cascade.llm is not None and any(g.uncertain for g in first):
-            grades, _ = await run_in_threadpool(state.cascade.grade_within, body.query, chunks, primary_grades=first)
+            grades, _ = await run_in_threadpool(state.cascade.grade_within, body.query, chunks, primary_grades=first,
+                                                deadline=deadline)
         state.metrics.graded(grades)
         degraded = any(llm_outage(g) for g in grades)
         if degraded:

@@ -20,6 +20,7 @@ class Limits(BaseModel):
     max_chunk_chars: int = Field(default=8000, ge=1)
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
     rate_per_minute: int = Field(default=600, ge=1)
+    grade_deadline_s: float = Field(default=10.0, gt=0, description="server-side deadline of /v1/grade")
 
 
 def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
@@ -38,6 +39,10 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         query: str = query_field
         chunks: list[ChunkIn] = Field(..., min_length=1, max_length=limits.max_chunks)
         escalate: bool = Field(True, description="send uncertain chunks to the LLM grader when one is configured")
+        deadline_s: float | None = Field(
+            None, gt=0, allow_inf_nan=False,
+            description=f"answer within this many seconds (capped at the server's {limits.grade_deadline_s:g}); "
+                        "chunks the LLM has not judged by then keep the small model's verdict, flagged")
 
     class QueryRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)

@@ -322,3 +322,24 @@ def test_llm_answers_that_are_not_json_degrade_and_open_the_breaker(tmp_path, ke
         assert escalated and all(r.json()["degraded"] for r in escalated)
         assert client.get("/readyz").json()["llm_circuit"] == "open"
 
+
+
+def test_grade_has_a_server_side_deadline_even_with_a_hung_llm(tmp_path, keys, grader, server):
+    from pipeline.service.schemas import Limits
+
+    server.default, server.sleep_s = "sleep", 30.0  # the LLM hangs far longer than any deadline
+    uncertain = {"query": "What is the capital of France?", "chunks": [
+        {"text": f"France has many cities; city number {i} hosts some offices."} for i in range(8)]}
+    with _client(tmp_path, keys, grader, llm_server=server, limits=Limits(grade_deadline_s=1.0)) as client:
+        auth = _auth(keys[1]["a"])
+        start = time.monotonic()
+        capped = client.post("/v1/grade", json={**uncertain, "deadline_s": 100}, headers=auth)
+        took = time.monotonic() - start
+        assert capped.status_code == 200 and took < 1.0 + 0.2 + 1.0  # deadline + 0.2 s + the model's own grading
+        body = capped.json()
+        assert len(body["grades"]) == 8 and any(g["uncertain"] for g in body["grades"])
+        assert all(g["escalation_failed"] and "deadline" in g["reason"] for g in body["grades"] if g["uncertain"])
+        start = time.monotonic()
+        shorter = client.post("/v1/grade", json={**uncertain, "deadline_s": 0.3}, headers=auth)
+        assert shorter.status_code == 200 and time.monotonic() - start < 0.3 + 0.2 + 1.0
+        assert client.post("/v1/grade", json={**uncertain, "deadline_s": -1}, headers=auth).status_code == 422
