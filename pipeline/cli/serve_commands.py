@@ -51,6 +51,9 @@ def _retriever(settings: dict[str, Any]) -> Retriever:
 
 def app_from_env() -> Any:
     """The app for one uvicorn worker, from ``$CRAG_SERVE_SETTINGS`` (JSON written by ``crag serve``)."""
+    from pipeline.service import log_redaction
+
+    log_redaction.install()
     try:
         settings = json.loads(os.environ[SETTINGS_ENV])
     except (KeyError, json.JSONDecodeError) as exc:

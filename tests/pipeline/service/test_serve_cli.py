@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -129,9 +130,13 @@ def test_a_running_service_sees_narrowed_roles_and_removals_without_a_restart(tm
         subprocess.run([sys.executable, "-m", "pipeline.cli", "index", "remove", "--index", str(index),
                         "--document", "falcon.md"], check=True, capture_output=True)
         assert "falcon.md" not in {s["source"] for s in _ask(port, legal, question)[1]["sources"]}
+        with pytest.raises(urllib.error.HTTPError):  # a key in the query string is not accepted, nor logged
+            _get(f"http://127.0.0.1:{port}/v1/query?api_key={plain}&x=1")
     finally:
         proc.terminate()
         proc.wait(30)
+    logs = proc.stdout.read()
+    assert "/v1/query?api_key=[redacted]&x=1" in logs and plain not in logs
 
 
 def test_serve_finishes_in_flight_requests_on_sigterm(tmp_path, server):
