@@ -140,12 +140,14 @@ class Answerer:
                                              "statement was checked against them.", draft.gaps)
             return Draft(outcome, message, _render(checked.supported), self._cited(checked.supported),
                          quality.to_dict(), "verified")
-        reasons = "; ".join(f"{c.text!r}: {why}" for c, why in checked.unsupported[:3])
+        # a rejected statement is never shown, not even quoted in the message: it may repeat what a passage
+        # the caller may not read says, or what no passage says at all
+        removed = f"{len(checked.unsupported)} statement(s) ({_kinds_of(checked.unsupported)})"
         if not checked.supported:
-            return Draft(Outcome.ABSTENTION, "A draft answer was written, but the sources support none of its "
-                         f"statements ({reasons}), so I am not answering.", None, [], quality.to_dict(), "none")
-        return Draft(Outcome.PARTIAL_ANSWER, "Partial answer: statements the sources do not support were removed "
-                     f"({reasons}). Treat it as incomplete.", _render(checked.supported),
+            return Draft(Outcome.ABSTENTION, f"A draft answer was written, but the sources support none of its "
+                         f"{removed}, so I am not answering.", None, [], quality.to_dict(), "none")
+        return Draft(Outcome.PARTIAL_ANSWER, f"Partial answer: {removed} the sources do not support were removed. "
+                     "Treat it as incomplete.", _render(checked.supported),
                      self._cited(checked.supported), quality.to_dict(), "needs_revision")
 
     # ----- sources ------------------------------------------------------------------------------
@@ -166,3 +168,12 @@ class Answerer:
 
 def _render(claims: Sequence[Claim]) -> str:
     return " ".join(f"{c.text} [{', '.join(c.chunk_ids)}]" for c in claims)
+
+
+def _kinds_of(unsupported: Sequence[tuple[Claim, str]]) -> str:
+    """Why statements were rejected, as fixed categories: never the statement, nor the verifier's free text."""
+    kinds = {"cites passages that were never given" if why.startswith("cites passages that were never given")
+             else "cites no passage" if why == "cites no passage" else "not stated in the cited passages"
+             for _, why in unsupported}
+    return "; ".join(sorted(kinds))
+

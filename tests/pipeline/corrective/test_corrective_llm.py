@@ -67,7 +67,8 @@ def test_answer_with_no_supported_claim_becomes_an_abstention_stating_why(index,
     server.default = "hallucinate_always"
     result = _rag(index, grader, server).run("What is the capital of France?", TENANT_A)
     assert result.outcome is Outcome.ABSTENTION and result.answer is None
-    assert "support none" in result.message and "green cheese" in result.message
+    assert "support none" in result.message and "green cheese" not in result.message  # rejected text never shown
+    assert "green cheese" not in json.dumps(result.to_dict()["sources"])
 
 
 def test_revision_that_keeps_unsupported_claims_is_needs_revision(index, grader, server):
@@ -77,6 +78,7 @@ def test_revision_that_keeps_unsupported_claims_is_needs_revision(index, grader,
     result = rag.run("What is the capital of France?", TENANT_A)
     assert result.outcome is Outcome.PARTIAL_ANSWER and result.grounding == "needs_revision"
     assert "green cheese" not in result.answer and "Paris" in result.answer and "removed" in result.message
+    assert "green cheese" not in result.message
 
 
 def test_citations_of_unknown_chunks_fail_without_asking_the_verifier(index, grader, server):
