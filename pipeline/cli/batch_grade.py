@@ -28,21 +28,32 @@ __all__ = ["grade_stream", "register_grade_file"]
 KEPT_FIELDS = ("id", "query_id", "chunk_id")
 
 
-def _pairs(path: Path) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
-    for number, record in iter_json_lines(path, what="pair file"):
+MAX_LINE_CHARS = 1_000_000
+
+
+def _pairs(path: Path, skipped: list[tuple[int, str]] | None,
+           max_line_chars: int) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
+    for number, record in iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped):
         if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
                 or not isinstance(record.get("text"), str) or not record["query"].strip():
-            raise DataError(f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'")
+            problem = f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'"
+            if skipped is None:
+                raise DataError(problem)
+            skipped.append((number, problem))
+            continue
         kept = {"id": number, **{k: record[k] for k in KEPT_FIELDS if k in record}}
         yield number, record["query"], record["text"], kept
 
 
-def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256) -> dict[str, Any]:
-    """Grade every pair of ``source`` into ``out``; returns counts and timing."""
+def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256,
+                 skip_errors: bool = False, max_line_chars: int = MAX_LINE_CHARS) -> dict[str, Any]:
+    """Grade every pair of ``source`` into ``out``; returns counts and timing. A bad line stops the run after
+    the pairs read before it are graded and written (or, with ``skip_errors``, is reported and skipped)."""
     if block < 1:
         raise ConfigError(f"block must be >= 1, got {block}")
     started, count, uncertain = time.perf_counter(), 0, 0
     pending: list[tuple[int, str, str, dict[str, Any]]] = []
+    skipped: list[tuple[int, str]] | None = [] if skip_errors else None
 
     def flush() -> None:
         nonlocal count, uncertain
@@ -57,15 +68,24 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
         count += len(pending)
         pending.clear()
 
-    for item in _pairs(source):
-        pending.append(item)
-        if len(pending) >= block:
-            flush()
+    try:
+        for item in _pairs(source, skipped, max_line_chars):
+            pending.append(item)
+            if len(pending) >= block:
+                flush()
+    except DataError:
+        if pending:
+            flush()  # every pair read before the bad line is graded and kept
+        raise
     if pending:
         flush()
     seconds = time.perf_counter() - started
-    return {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
-            "pairs_per_second": round(count / seconds, 1) if seconds else None}
+    summary: dict[str, Any] = {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
+                               "pairs_per_second": round(count / seconds, 1) if seconds else None}
+    if skipped is not None:
+        summary["skipped"] = len(skipped)
+        summary["skipped_lines"] = [{"line": n, "reason": why} for n, why in skipped[:50]]
+    return summary
 
 
 def _grade_file(args: argparse.Namespace) -> int:
@@ -73,15 +93,20 @@ def _grade_file(args: argparse.Namespace) -> int:
     grader = load_grader(args.model, threads=args.threads, **options)
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError(f"--model must be a cross-encoder bundle, got {type(grader).__name__}")
+    options = {"block": args.block, "skip_errors": args.skip_errors, "max_line_chars": args.max_line_chars}
     if args.out == "-":  # pairs on stdout, the summary on stderr
-        summary = grade_stream(grader, Path(args.pairs), sys.stdout, block=args.block)
+        summary = grade_stream(grader, Path(args.pairs), sys.stdout, **options)
         sys.stderr.write(json.dumps(summary) + "\n")
         return 0
     out = Path(args.out)
     tmp = out.with_suffix(out.suffix + ".partial")
-    with tmp.open("w", encoding="utf-8") as handle:
-        summary = grade_stream(grader, Path(args.pairs), handle, block=args.block)
-    tmp.replace(out)  # a failed run leaves the .partial file and never a truncated output
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            summary = grade_stream(grader, Path(args.pairs), handle, **options)
+    except DataError as exc:  # never a truncated output under the final name; the graded part is kept
+        raise DataError(f"{exc}. The pairs graded before it are in {tmp}; fix the line or pass --skip-errors") \
+            from exc
+    tmp.replace(out)
     print_json(summary)
     return 0
 
@@ -96,4 +121,8 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")
     p.add_argument("--batch-size", type=int, default=None,
                    help="pairs per model call (int8 default 1 keeps each score independent of its batch mates)")
+    p.add_argument("--skip-errors", action="store_true",
+                   help="skip bad lines (reported in the summary) instead of stopping at the first one")
+    p.add_argument("--max-line-chars", type=int, default=MAX_LINE_CHARS,
+                   help="longer lines are an error (memory stays bounded whatever the file holds)")
     p.set_defaults(handler=_grade_file)

@@ -12,19 +12,43 @@ from models.errors import DataError
 __all__ = ["iter_json_lines"]
 
 
-def iter_json_lines(path: Path, *, what: str = "file") -> Iterator[tuple[int, Any]]:
-    """(line number, parsed value) for every non-blank line, read lazily; bad JSON is a DataError."""
+def iter_json_lines(path: Path, *, what: str = "file", max_line_chars: int | None = None,
+                    errors: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line, read lazily; bad JSON is a DataError.
+
+    ``max_line_chars`` bounds memory: a longer line is never held whole (it is read past in pieces) and is an
+    error. With an ``errors`` list, bad lines are appended to it as (line, reason) and skipped instead."""
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"{path}: cannot read the {what} ({exc.strerror})") from exc
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+        number = 0
+        while True:
+            number += 1
             try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
+                line = handle.readline(max_line_chars + 1) if max_line_chars else handle.readline()
+                if not line:
+                    return
+                if max_line_chars and len(line) > max_line_chars and not line.endswith("\n"):
+                    while (rest := handle.readline(1 << 20)) and not rest.endswith("\n"):
+                        pass
+                    raise DataError(f"{path}:{number}: line longer than {max_line_chars:,} characters")
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
             except UnicodeDecodeError as exc:
-                raise DataError(f"{path}:{number}: not UTF-8 ({exc.reason})") from exc
+                problem = DataError(f"{path}:{number}: not UTF-8 ({exc.reason})")
+                if errors is None:
+                    raise problem from exc
+                errors.append((number, str(problem)))
+                return  # the decoder cannot resynchronise reliably: stop at the first undecodable byte
+            except DataError as exc:
+                if errors is None:
+                    raise
+                errors.append((number, str(exc)))
+                continue
+            yield number, value

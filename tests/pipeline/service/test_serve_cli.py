@@ -51,7 +51,30 @@ def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
     assert rows[1]["probability"] > rows[0]["probability"]
     pairs.write_text(json.dumps(lines[0]) + "\n" + '{"query": "q"}\n', encoding="utf-8")
     assert main(["grade-file", str(pairs), "--out", str(tmp_path / "bad.jsonl")]) == 2
-    assert "pairs.jsonl:2" in capsys.readouterr().err and not (tmp_path / "bad.jsonl").exists()
+    error = capsys.readouterr().err
+    assert "pairs.jsonl:2" in error and "--skip-errors" in error and not (tmp_path / "bad.jsonl").exists()
+    kept = (tmp_path / "bad.jsonl.partial").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in kept] == ["p0"]  # graded before the bad line, not lost
+
+
+def test_grade_file_skips_bad_and_oversized_lines_with_bounded_memory(capsys, tmp_path):
+    import psutil
+
+    good = {"query": "What is the capital of France?", "text": "Paris is the capital of France."}
+    pairs = tmp_path / "pairs.jsonl"
+    with pairs.open("w", encoding="utf-8") as out:
+        out.write(json.dumps(good) + "\n")
+        out.write(json.dumps({"query": "huge", "text": "word " * 10_000_000}) + "\n")  # one 50 MB line
+        out.write("{not json\n")
+        out.write(json.dumps({"text": "no query"}) + "\n")
+        out.write(json.dumps(good) + "\n")
+    before = psutil.Process().memory_info().rss
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "g.jsonl"), "--skip-errors"]) == 0
+    assert psutil.Process().memory_info().rss - before < 200e6  # the 50 MB line was never held whole
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["pairs"] == 2 and summary["skipped"] == 3
+    assert [s["line"] for s in summary["skipped_lines"]] == [2, 3, 4]
+    assert "longer than 1,000,000 characters" in summary["skipped_lines"][0]["reason"]
 
 
 def test_pdf_ingestion(tmp_path):
