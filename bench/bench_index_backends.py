@@ -1,7 +1,7 @@
 """The two embedded databases considered for the local index, on the same synthetic data: SQLite (FTS5 +
 sqlite-vec, as shipped in ``pipeline/retrieval/index.py``) and LanceDB (vector + full-text indexes, filters
 pushed into the scan). Measures build, open, one hybrid query with tenant / role / status filters
-(lexical top 50 + dense top 50), adding one 10-chunk document and seeing it in the next query, peak RSS.
+(lexical top 50 + dense top 50), adding one 10-chunk document (and whether the next query sees it), peak RSS.
 
 LanceDB is not a dependency of the project: ``pip install lancedb`` to run its half.
 
@@ -63,12 +63,13 @@ def run_sqlite(n: int, root: Path) -> dict:
     new = list(_chunks(n, n + 10, vocabulary))
     t0 = time.perf_counter()
     index.add(new)
-    visible = any(c.chunk_id == new[0].chunk_id for c, _ in index.search(new[0].text, Principal(
-        tenant=new[0].tenant, roles=frozenset({"hr"})), k=3))
     add_ms = (time.perf_counter() - t0) * 1000
+    probe = " ".join(new[0].text.split()[:6])
+    visible = any(c.chunk_id == new[0].chunk_id for c, _ in index.search(probe, Principal(
+        tenant=new[0].tenant, roles=frozenset({"hr"})), k=50))
     return {"backend": "sqlite (fts5 + sqlite-vec)", "build_s": round(build, 1), "open_and_first_query_s":
             round(open_s, 2), "hybrid_query_ms_p50": round(statistics.median(ms), 1),
-            "add_document_and_see_it_ms": round(add_ms, 1), "added_visible": visible}
+            "add_document_ms": round(add_ms, 1), "added_visible": visible}
 
 
 def run_lancedb(n: int, root: Path) -> dict:
@@ -116,11 +117,11 @@ def run_lancedb(n: int, root: Path) -> dict:
     new = list(_chunks(n, n + 10, vocabulary))
     t0 = time.perf_counter()
     tbl.add(table(new))
-    got = tbl.search(new[0].text, query_type="fts").limit(3).select(["rowid"]).to_list()
     add_ms = (time.perf_counter() - t0) * 1000
+    got = tbl.search(" ".join(new[0].text.split()[:6]), query_type="fts").limit(50).select(["rowid"]).to_list()
     return {"backend": f"lancedb {lancedb.__version__} (flat vectors + FTS index)", "build_s": round(build, 1),
             "open_and_first_query_s": round(open_s, 2), "hybrid_query_ms_p50": round(statistics.median(ms), 1),
-            "add_document_and_see_it_ms": round(add_ms, 1),
+            "add_document_ms": round(add_ms, 1),
             "added_visible": any(r["rowid"] == hash(new[0].chunk_id) for r in got)}
 
 

@@ -91,7 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
         "model": args.model, "threads": args.threads, "keys": str(Path(args.keys).resolve()),
         "index": str(Path(index).resolve()) if index else None, "qdrant_url": args.qdrant_url,
         "collection": args.collection, "llm": llm_settings, "web": args.web, "web_url": args.web_url,
-        "rag": {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline},
+        "rag": {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline,
+                "access_denied_min_coverage": args.access_denied_coverage or None},
         "limits": {"max_query_chars": args.max_query_chars, "max_chunks": args.max_chunks,
                    "max_chunk_chars": args.max_chunk_chars, "max_body_bytes": args.max_body_bytes,
                    "rate_per_minute": args.rate_per_minute, "grade_deadline_s": args.grade_deadline},
@@ -128,6 +129,9 @@ def register_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-chunks", type=int, default=defaults.max_chunks)
     p.add_argument("--max-chunk-chars", type=int, default=defaults.max_chunk_chars)
     p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    p.add_argument("--access-denied-coverage", type=float, default=RAGConfig.access_denied_min_coverage,
+                   help="answer 'access denied' only when a hidden document covers this share of the question's "
+                        "content terms (0 never reveals that hidden documents exist)")
     p.add_argument("--grade-deadline", type=float, default=defaults.grade_deadline_s,
                    help="seconds /v1/grade may take, LLM escalation included (a request's deadline_s is capped by it)")
     p.add_argument("--rate-per-minute", type=int, default=defaults.rate_per_minute, help="default per key")

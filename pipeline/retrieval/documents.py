@@ -7,6 +7,7 @@ import html.parser
 import logging
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 from models.deps import require
 from models.errors import ConfigError, DataError
 
-__all__ = ["NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text", "read_document"]
+__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
+           "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
 
@@ -29,6 +31,28 @@ def check_name(kind: str, value: object) -> str:
         raise ConfigError(f"{kind} name {value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
                           "starting with a letter or digit")
     return value
+
+
+ACCESS_DENIED_MIN_COVERAGE = 0.6
+
+
+def term_coverage(terms: Sequence[str], text: str) -> float:
+    """Share of the distinct ``terms`` that occur as words of ``text`` (case-insensitive)."""
+    wanted = {t.lower() for t in terms}
+    if not wanted:
+        return 0.0
+    words = set(re.findall(r"\w+", text.lower()))
+    return len(wanted & words) / len(wanted)
+
+
+def reveals_access_denied(terms: Sequence[str], text: str, min_coverage: float) -> bool:
+    """Whether a hidden chunk may be admitted to exist: it must match the *whole* question in words, at least
+    two distinct ones and ``min_coverage`` of them. Numbers and identifiers (any term with a digit) never count,
+    so the outcome cannot be used to test which numbers, codes or IDs occur in documents the caller may not
+    read; one matching rare word among unmatched ones is not enough either."""
+    words = [t for t in terms if not any(ch.isdigit() for ch in t)]
+    matched = {t.lower() for t in words} & set(re.findall(r"\w+", text.lower()))
+    return len(matched) >= 2 and term_coverage(words, text) >= min_coverage
 
 
 @dataclass(frozen=True, kw_only=True)

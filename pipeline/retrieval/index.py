@@ -25,7 +25,12 @@ import numpy as np
 
 from models.deps import require
 from models.errors import ConfigError, DataError
-from pipeline.retrieval.documents import Principal, StoredChunk
+from pipeline.retrieval.documents import (
+    ACCESS_DENIED_MIN_COVERAGE,
+    Principal,
+    StoredChunk,
+    reveals_access_denied,
+)
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.sqlite_db import DB_NAME, connect, create_vector_table, write_transaction
 
@@ -47,7 +52,8 @@ class Retriever(Protocol):
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]: ...
 
-    def hidden_matches(self, query: str, principal: Principal) -> int: ...
+    def hidden_matches(self, query: str, principal: Principal, *,
+                       min_coverage: float = ACCESS_DENIED_MIN_COVERAGE) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -383,22 +389,26 @@ class LocalHybridIndex:
         order = np.lexsort((ids, -scores))[:depth]
         return [int(i) for i in ids[order]]
 
-    def hidden_matches(self, query: str, principal: Principal) -> int:
-        """How many strong lexical matches in the caller's tenant its roles may not read (a count, no content)."""
+    def hidden_matches(self, query: str, principal: Principal, *,
+                       min_coverage: float = ACCESS_DENIED_MIN_COVERAGE) -> int:
+        """How many chunks in the caller's tenant its roles may not read match the whole question better than
+        anything it can read (a count, no content); see :func:`reveals_access_denied`."""
         match = _fts_query(query)
         conn = self._conn()
         if match is None or conn is None:
             return 0
+        terms = query_tokens(query)
         readable = set(self._readable_scopes(conn, principal))
         # only the caller's own tenant is read: another tenant's documents must not even be hinted at
-        rows = conn.execute("SELECT c.scope, -bm25(fts) FROM fts JOIN chunks c ON c.rowid = fts.rowid "
+        rows = conn.execute("SELECT c.scope, -bm25(fts), c.text FROM fts JOIN chunks c ON c.rowid = fts.rowid "
                             "WHERE fts MATCH ? AND c.tenant = ? ORDER BY bm25(fts) LIMIT ?",
                             (match, principal.tenant, HIDDEN_DEPTH)).fetchall()
         if not rows or rows[0][1] <= 0:
             return 0
         best = rows[0][1]
-        visible_best = max((s for scope, s in rows if scope in readable), default=0.0)
-        return sum(1 for scope, s in rows if scope not in readable and s >= 0.5 * best and s > visible_best)
+        visible_best = max((s for scope, s, _ in rows if scope in readable), default=0.0)
+        return sum(1 for scope, s, text in rows if scope not in readable and s >= 0.5 * best and s > visible_best
+                   and reveals_access_denied(terms, text, min_coverage))
 
 
 def _document_of(chunk: StoredChunk) -> str:

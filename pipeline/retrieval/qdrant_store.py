@@ -16,7 +16,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError
-from pipeline.retrieval.documents import Principal, StoredChunk
+from pipeline.retrieval.documents import ACCESS_DENIED_MIN_COVERAGE, Principal, StoredChunk, reveals_access_denied
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.index import query_tokens
 
@@ -135,7 +135,8 @@ class QdrantRetriever:
                                             query=models.FusionQuery(fusion=models.Fusion.RRF), with_payload=True)
         return [(StoredChunk.from_dict(p.payload), float(p.score)) for p in response.points]
 
-    def hidden_matches(self, query: str, principal: Principal) -> int:
+    def hidden_matches(self, query: str, principal: Principal, *,
+                       min_coverage: float = ACCESS_DENIED_MIN_COVERAGE) -> int:
         """Strong lexical matches in the caller's own tenant that its roles may not read (a count only)."""
         if not self.client.collection_exists(self.collection):
             return 0
@@ -154,4 +155,6 @@ class QdrantRetriever:
                                                 query_filter=visible).points
         best_visible = visible_hits[0].score if visible_hits else 0.0
         best = hidden_hits[0].score
-        return sum(1 for p in hidden_hits if p.score >= 0.5 * best and p.score > best_visible)
+        terms = query_tokens(query)
+        return sum(1 for p in hidden_hits if p.score >= 0.5 * best and p.score > best_visible
+                   and reveals_access_denied(terms, str((p.payload or {}).get("text", "")), min_coverage))

@@ -174,6 +174,8 @@ def create_app(config: ServiceConfig) -> Any:
         result = await run_in_threadpool(state.rag.run, body.query, key.principal, filters=body.filters,
                                          confidential=body.confidential)
         state.metrics.answered(result.outcome.value, result.tier, result.degraded_reasons)
+        if result.outcome.value == "access_denied":
+            state.metrics.access_denied.labels(key.key_id).inc()
         grades = [g for t in result.trace if t.action == "grade" for g in t.detail.get("grades", {}).values()]
         state.metrics.chunks.inc(len(grades))
         if result.degraded:

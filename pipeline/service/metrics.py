@@ -37,6 +37,9 @@ class ServiceMetrics:
         self.tiers = prom.Counter("crag_fallback_tier", "Retrieval tier that produced the final pool", ["tier"],
                                   registry=r)
         self.outcomes = prom.Counter("crag_outcomes", "Pipeline outcomes", ["outcome"], registry=r)
+        self.access_denied = prom.Counter(
+            "crag_access_denied", "access_denied answers per API key id (probing for hidden documents shows here)",
+            ["key_id"], registry=r)
         self.abstention_rate = prom.Gauge("crag_abstention_rate", "Share of /v1/query answers that abstain",
                                           registry=r)
         self.rate_limited = prom.Counter("crag_rate_limited", "Requests refused by the per-key rate limit",

@@ -133,3 +133,20 @@ def test_aspects_are_content_words_not_stopwords():
 
     assert aspects_of("How many trains run per day in Paris?") == ["trains", "day", "Paris"]
     assert aspects_of("What religion were the Normans?") == ["religion", "Normans"]
+
+
+def test_access_denied_needs_the_whole_question_not_one_rare_token(tmp_path):
+    from pipeline.retrieval.index import LocalHybridIndex
+    from tests.pipeline.conftest import HashEmbedder, make_chunk
+
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    index.add([make_chunk("hr-salary", "Salary band 123456 applies to the accordion workshop staff from March.",
+                          roles=("hr",)),
+               make_chunk("pub", "The canteen opens at eight and serves soup on Fridays.")])
+    support = TENANT_A
+    for guess in ("123456", "123457"):  # guessing which numbers a hidden document holds tells nothing
+        assert index.hidden_matches(f"xylophone {guess} accordion", support) == 0
+        assert index.hidden_matches(f"accordion workshop staff {guess}", support) == 1
+    question = "salary band for the accordion workshop staff in Paris"  # 5 of its 6 content terms are there
+    assert index.hidden_matches(question, support) == 1
+    assert index.hidden_matches(question, support, min_coverage=0.9) == 0

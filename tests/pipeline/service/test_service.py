@@ -343,3 +343,13 @@ def test_grade_has_a_server_side_deadline_even_with_a_hung_llm(tmp_path, keys, g
         shorter = client.post("/v1/grade", json={**uncertain, "deadline_s": 0.3}, headers=auth)
         assert shorter.status_code == 200 and time.monotonic() - start < 0.3 + 0.2 + 1.0
         assert client.post("/v1/grade", json={**uncertain, "deadline_s": -1}, headers=auth).status_code == 422
+
+
+def test_access_denied_answers_are_counted_per_key(tmp_path, keys, grader):
+    _, tokens = keys
+    with _client(tmp_path, keys, grader) as client:
+        body = client.post("/v1/query", json={"query": "What is the merger code name for Project Falcon?"},
+                           headers=_auth(tokens["a"])).json()
+        assert body["outcome"] == "access_denied" and "BLUEBIRD" not in json.dumps(body)
+        key_id = tokens["a"].split("_")[1]
+        assert f'crag_access_denied_total{{key_id="{key_id}"}} 1.0' in client.get("/metrics").text
