@@ -21,7 +21,8 @@ import numpy as np
 
 from models.errors import ConfigError
 
-__all__ = ["MIN_REFERENCE_PAIRS", "ShiftMonitor", "ShiftStatus", "ks_two_sample", "make_reference"]
+__all__ = ["MIN_REFERENCE_PAIRS", "ShiftMonitor", "ShiftStatus", "compare_to_reference", "ks_two_sample",
+           "make_reference"]
 
 REFERENCE_QUANTILES = 201
 DEFAULT_WINDOW = 200
@@ -129,17 +130,41 @@ class ShiftMonitor:
             return status
 
     def _check(self, seen: int, checks: int, already: bool) -> ShiftStatus:
-        d_logit, p_logit = ks_two_sample(list(self._logits), self._logit_q, self._ref_n)
-        d_len, p_len = ks_two_sample(list(self._lengths), self._length_q, self._ref_n)
-        shifted = already or min(p_logit, p_len) < self.alpha / 2.0
-        message = (f"the grader's scores on live data differ from its calibration data (KS p={p_logit:.1e} on "
-                   f"scores, p={p_len:.1e} on chunk lengths): its thresholds may no longer hold their error "
-                   f"target here; recalibrate with `crag calibrate` on ~{RECALIBRATION_PAIRS} labelled pairs of "
-                   "this data (`crag calibrate --suggest` picks which to label)") if shifted else ""
-        return ShiftStatus(shifted=shifted, seen=seen, checks=checks, window=self.window,
-                           logit_statistic=d_logit, logit_p_value=p_logit, length_statistic=d_len,
-                           length_p_value=p_len, alpha=self.alpha, message=message)
+        test = _test(list(self._logits), list(self._lengths), self._logit_q, self._length_q, self._ref_n,
+                     self.alpha, already)
+        return ShiftStatus(seen=seen, checks=checks, window=self.window, **test)
 
     def status(self) -> ShiftStatus:
         with self._lock:
             return self._status
+
+
+def _test(logits: Any, lengths: Any, logit_q: np.ndarray, length_q: np.ndarray, ref_n: int, alpha: float,
+          already: bool = False) -> dict[str, Any]:
+    """The two KS tests and the verdict (fields of a ShiftStatus)."""
+    d_logit, p_logit = ks_two_sample(logits, logit_q, ref_n)
+    d_len, p_len = ks_two_sample(lengths, length_q, ref_n)
+    shifted = already or min(p_logit, p_len) < alpha / 2.0
+    message = (f"the grader's scores on this data differ from its calibration data (KS p={p_logit:.1e} on "
+               f"scores, p={p_len:.1e} on chunk lengths): its thresholds may no longer hold their error "
+               f"target here; recalibrate with `crag calibrate` on ~{RECALIBRATION_PAIRS} labelled pairs of "
+               "this data (`crag calibrate --suggest` picks which to label)") if shifted else ""
+    return {"shifted": shifted, "logit_statistic": d_logit, "logit_p_value": p_logit, "length_statistic": d_len,
+            "length_p_value": p_len, "alpha": alpha, "message": message}
+
+
+def compare_to_reference(reference: dict[str, Any], logits: Any, lengths: Any, *,
+                         alpha: float = DEFAULT_ALPHA) -> ShiftStatus:
+    """One test of a whole data set (``crag eval``) against the bundle's reference."""
+    try:
+        logit_q = np.asarray(reference["logit_quantiles"], dtype=np.float64)
+        length_q = np.asarray(reference["length_quantiles"], dtype=np.float64)
+        ref_n = int(reference["n"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
+    finite = np.isfinite(np.asarray(logits, dtype=np.float64))
+    kept_logits = np.asarray(logits, dtype=np.float64)[finite]
+    kept_lengths = np.asarray(lengths, dtype=np.float64)[finite]
+    return ShiftStatus(seen=int(kept_logits.size), checks=1, window=int(kept_logits.size),
+                       **_test(kept_logits, kept_lengths, logit_q, length_q, ref_n, alpha))
+

@@ -10,6 +10,7 @@ import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
+from grader.shift import compare_to_reference
 from grader.thresholds import tradeoff_curve
 from models.deps import require
 from models.errors import ConfigError
@@ -40,6 +41,9 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
     report = compute_metrics(data.pairs, probs, grader.policy, [s for b in blocks for s in b.batch_seconds])
     y = binary_labels(data.pairs)
     report["truncated_share"] = float(np.concatenate([b.truncated for b in blocks]).mean())
+    reference = grader.bundle.manifest.reference
+    report["shift"] = (compare_to_reference(reference, logits, [len(p.text) for p in data.pairs]).to_dict()
+                       if reference else {"shifted": None, "message": "the bundle has no shift reference"})
     report["batch_size"] = batch_size
     report["model"] = grader.describe()
     report["reliability"] = reliability_bins(probs, y)

@@ -58,6 +58,7 @@ class _State:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         self.metrics = ServiceMetrics()
+        self.metrics.watch_shift(config.grader.shift_status)
         self.batcher = MicroBatcher(config.grader, max_wait_ms=config.micro_batch_wait_ms,
                                     max_pairs=config.micro_batch_max_pairs)
         self.batcher.on_batch = self.metrics.batch
@@ -193,7 +194,9 @@ def create_app(config: ServiceConfig) -> Any:
         llm = state.cascade.llm
         body = {"ready": ready, "model": config.grader.name,
                 "llm_circuit": llm.breaker.state if llm is not None else "not configured",
-                "key_store": config.keys.problem or "ok"}
+                "key_store": config.keys.problem or "ok",
+                # reported, never a reason to stop serving: verdicts are unchanged, the thresholds may not hold
+                "data_shift": _shift_field(config.grader.shift_status())}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", response_class=Response,
@@ -204,6 +207,14 @@ def create_app(config: ServiceConfig) -> Any:
 
     app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, read_timeout_s=config.body_read_timeout_s)
     return app
+
+
+def _shift_field(status: Any) -> str:
+    if status is None:
+        return "not monitored (the bundle has no calibration reference)"
+    if status.shifted:
+        return status.message
+    return f"none detected ({status.seen} chunks seen, {status.checks} checks)"
 
 
 class BodyGuard:

@@ -1,11 +1,13 @@
 """Prometheus metrics of the service, in a registry of their own (one per app, so tests never collide).
 
-No label carries a tenant, key or query: metrics are readable without authentication and must not
-let one tenant learn anything about another.
+No label carries a tenant, a secret or a query (at most an API key's public id, to spot a key probing
+for hidden documents): metrics are readable without authentication and must not let one tenant learn
+anything about another's data.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from grader.cascade import llm_outage
@@ -82,5 +84,22 @@ class ServiceMetrics:
         self.batch_requests.observe(requests)
         self.batch_seconds.observe(seconds)
 
+    def watch_shift(self, status: Callable[[], Any]) -> None:
+        """Gauges read at scrape time from the grader's shift monitor (``status()`` -> ShiftStatus or None)."""
+        prom = self._prom
+        shifted = prom.Gauge("crag_data_shift", "1 when live scores or chunk lengths differ from the calibration "
+                             "data (recalibrate: crag calibrate)", registry=self.registry)
+        shifted.set_function(lambda: float(bool(getattr(status(), "shifted", False))))
+        p_value = prom.Gauge("crag_data_shift_p_value", "KS p-value of the live window against the calibration "
+                             "reference", ["statistic"], registry=self.registry)
+        p_value.labels("scores").set_function(lambda: _p(status(), "logit_p_value"))
+        p_value.labels("chunk_lengths").set_function(lambda: _p(status(), "length_p_value"))
+
     def render(self) -> tuple[bytes, str]:
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
+
+
+def _p(status: Any, field: str) -> float:
+    value = getattr(status, field, None)
+    return float("nan") if value is None else float(value)
+

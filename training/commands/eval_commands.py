@@ -35,7 +35,10 @@ def _eval(args: argparse.Namespace) -> int:
         report["plots"] = [str(p) for p in write_plots(report, args.plots)]
     keys = ("n", "auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate",
             "ece", "brier", "latency_ms_per_batch", "plots")
-    print_json({k: report.get(k) for k in keys})
+    summary = {k: report.get(k) for k in keys}
+    shift = report["shift"]
+    summary["data_shift"] = shift["message"] or ("none detected" if shift["shifted"] is False else None)
+    print_json(summary)
     return 0
 
 

@@ -39,6 +39,18 @@ def test_eval_writes_report_and_plots(capsys, tmp_path, squad_pairs_file):
             "n"} <= set(data)
     assert data["auroc"] > 0.8  # the shipped grader separates this SQuAD sample well
     assert (tmp_path / "p_reliability.png").is_file()
+    assert isinstance(data["shift"]["shifted"], bool) and 0 <= data["shift"]["length_p_value"] <= 1
+    assert "data_shift" in json.loads(capsys.readouterr().out)
+
+
+def test_eval_reports_a_data_shift_naming_the_fix(capsys, tmp_path, squad_pairs_file):
+    rows = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
+    shifted = tmp_path / "long.jsonl"  # the same pairs with chunks ten times longer than anything calibrated on
+    shifted.write_text("".join(json.dumps({**r, "text": (r["text"] + " ") * 10}) + "\n" for r in rows),
+                       encoding="utf-8")
+    assert main(["eval", "--model", "default", "--data", str(shifted)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert "recalibrate with `crag calibrate`" in summary["data_shift"]
 
 
 def test_calibrate_writes_a_new_bundle(capsys, tmp_path, squad_pairs_file):

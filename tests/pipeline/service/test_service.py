@@ -353,3 +353,20 @@ def test_access_denied_answers_are_counted_per_key(tmp_path, keys, grader):
         assert body["outcome"] == "access_denied" and "BLUEBIRD" not in json.dumps(body)
         key_id = tokens["a"].split("_")[1]
         assert f'crag_access_denied_total{{key_id="{key_id}"}} 1.0' in client.get("/metrics").text
+
+
+def test_a_data_shift_shows_in_readyz_and_metrics_without_changing_readiness(tmp_path, keys, grader):
+    from grader import load_grader
+
+    fresh = load_grader("default")  # its own shift monitor, untouched by other tests
+    with _client(tmp_path, keys, fresh) as client:
+        assert client.get("/readyz").json()["data_shift"].startswith("none detected")
+        assert "crag_data_shift 0.0" in client.get("/metrics").text
+        long_chunk = "The committee reviewed the annual budget, staffing and the building plans in detail. " * 40
+        for _ in range(4):
+            body = {"query": "What did the committee review?",
+                    "chunks": [{"text": f"{i} {long_chunk}"} for i in range(64)], "escalate": False}
+            assert client.post("/v1/grade", json=body, headers=_auth(keys[1]["a"])).status_code == 200
+        ready = client.get("/readyz")
+        assert ready.status_code == 200 and "recalibrate with `crag calibrate`" in ready.json()["data_shift"]
+        assert "crag_data_shift 1.0" in client.get("/metrics").text
