@@ -274,9 +274,9 @@ class LocalHybridIndex:
         if tenant:
             conditions.append("tenant = ?")
             params.append(tenant)
-        if document:
-            conditions.append("(document = ? OR source = ?)")
-            params += [document, document]
+        if document:  # as indexed (an absolute path), relative to here, or the bare file name
+            conditions.append("(document IN (?, ?) OR source = ?)")
+            params += [document, str(Path(document).resolve()), document]
         if chunk_id:
             conditions.append("chunk_id = ?")
             params.append(chunk_id)

@@ -52,7 +52,7 @@ def test_filters_on_metadata_and_bad_filters(index):
         index.search("Paris", TENANT_A, k=0)
 
 
-def test_reindexing_a_folder_is_idempotent_and_replaces_changed_documents(tmp_path):
+def test_reindexing_a_folder_is_idempotent_and_replaces_changed_documents(tmp_path, monkeypatch):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "page.html").write_text("<html><title>Guide</title><script>x=1</script><p>Step one.</p>"
@@ -77,6 +77,8 @@ def test_reindexing_a_folder_is_idempotent_and_replaces_changed_documents(tmp_pa
         "First paragraph" in c.text for c in idx.iter_chunks())
     narrowed = ingest(idx, [docs], tenant="t", roles=["admin"])
     assert narrowed.chunks_updated == 2 and all(c.allowed_roles == {"admin"} for c in idx.iter_chunks())
+    monkeypatch.chdir(tmp_path)  # a document named by its path relative to here, as a user types it
+    assert idx.remove(document="docs/notes.md") == 1 and {c.source for c in idx.iter_chunks()} == {"page.html"}
 
 
 def test_unreadable_files_stop_the_run_unless_skipped(tmp_path):
