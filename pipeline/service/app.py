@@ -14,8 +14,10 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from grader.cascade import CascadeGrader, llm_outage
@@ -51,6 +53,8 @@ class ServiceConfig:
     micro_batch_wait_ms: float = 5.0
     micro_batch_max_pairs: int = 64
     request_timeout_s: float = 60.0
+    llm_threads: int = 32  # threads for work that may wait on the LLM, apart from everything else
+    llm_requests_per_tenant: int = 8  # a tenant's requests waiting on the LLM at once; more queue for a slot
     body_read_timeout_s: float = 30.0
 
 
@@ -67,7 +71,25 @@ class _State:
         self.cascade = CascadeGrader(primary=self.primary, escalate_to=llm, policy=config.grader.policy)
         self.rag: CorrectiveRAG = build_rag(config.retriever, config.pipeline, primary=self.primary, llm_grader=llm)
         self.limiter = RateLimiter(config.limits.rate_per_minute)
+        if config.llm_threads < 1 or config.llm_requests_per_tenant < 1:
+            raise ConfigError("llm_threads and llm_requests_per_tenant must be >= 1")
+        # work that may wait on the LLM runs in its own pool, and each tenant holds at most a few of its threads:
+        # a hung LLM and one tenant's flood of escalations can neither starve LLM-free requests nor other tenants
+        self.llm_pool = ThreadPoolExecutor(max_workers=config.llm_threads, thread_name_prefix="crag-llm")
+        self._slots: dict[str, asyncio.Semaphore] = {}
         self.ready = True
+
+    def tenant_slot(self, tenant: str) -> asyncio.Semaphore:
+        """The tenant's share of the LLM pool (created on first use, in the event loop's thread)."""
+        slot = self._slots.get(tenant)
+        if slot is None:
+            slot = self._slots[tenant] = asyncio.Semaphore(self.config.llm_requests_per_tenant)
+        return slot
+
+    async def run_llm_bound(self, tenant: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` on the LLM pool within the tenant's share of it."""
+        async with self.tenant_slot(tenant):
+            return await asyncio.get_running_loop().run_in_executor(self.llm_pool, partial(fn, *args, **kwargs))
 
 
 def create_app(config: ServiceConfig) -> Any:
@@ -86,6 +108,7 @@ def create_app(config: ServiceConfig) -> Any:
         yield
         state.ready = False  # uvicorn has finished the in-flight requests; stop the worker last
         state.batcher.close()
+        state.llm_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="crag-grader", version="0.1.0", lifespan=lifespan,
                   description="Relevance grading and corrective RAG with a small calibrated grader.")
@@ -154,8 +177,8 @@ def create_app(config: ServiceConfig) -> Any:
                                        timeout=config.request_timeout_s)
         grades: list[Grade] = first
         if body.escalate and state.cascade.llm is not None and any(g.uncertain for g in first):
-            grades, _ = await run_in_threadpool(state.cascade.grade_within, body.query, chunks, primary_grades=first,
-                                                deadline=deadline)
+            grades, _ = await state.run_llm_bound(key.tenant, state.cascade.grade_within, body.query, chunks,
+                                                  primary_grades=first, deadline=deadline)
         state.metrics.graded(grades)
         degraded = any(llm_outage(g) for g in grades)
         if degraded:
@@ -172,8 +195,10 @@ def create_app(config: ServiceConfig) -> Any:
     @app.post("/v1/query", response_model=QueryResponse, responses=errors)
     async def query(payload: QueryRequest, key: ApiKey = authenticated) -> QueryResponse:  # type: ignore[valid-type]
         body: Any = payload
-        result = await run_in_threadpool(state.rag.run, body.query, key.principal, filters=body.filters,
-                                         confidential=body.confidential)
+        run = partial(state.rag.run, body.query, key.principal, filters=body.filters, confidential=body.confidential)
+        # a pipeline that may call the LLM (or web search) shares the tenant's LLM slots; one that cannot does not
+        result = await (state.run_llm_bound(key.tenant, run) if state.rag.llm is not None or state.rag.web is not None
+                        else run_in_threadpool(run))
         state.metrics.answered(result.outcome.value, result.tier, result.degraded_reasons)
         if result.outcome.value == "access_denied":
             state.metrics.access_denied.labels(key.key_id).inc()

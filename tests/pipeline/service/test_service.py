@@ -370,3 +370,29 @@ def test_a_data_shift_shows_in_readyz_and_metrics_without_changing_readiness(tmp
         ready = client.get("/readyz")
         assert ready.status_code == 200 and "recalibrate with `crag calibrate`" in ready.json()["data_shift"]
         assert "crag_data_shift 1.0" in client.get("/metrics").text
+
+
+def test_one_tenant_flooding_a_hung_llm_starves_neither_llm_free_work_nor_other_tenants(tmp_path, keys, grader,
+                                                                                        server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.service.schemas import Limits
+
+    server.default, server.sleep_s = "sleep", 30.0
+    uncertain = {"query": "What is the capital of France?", "chunks": [
+        {"text": "France has many cities; the capital hosts the government."}]}
+    with _client(tmp_path, keys, grader, llm_server=server, limits=Limits(grade_deadline_s=2.0), llm_threads=4,
+                 llm_requests_per_tenant=2) as client:
+        flood = ThreadPoolExecutor(max_workers=45)
+        futures = [flood.submit(client.post, "/v1/grade", json=uncertain, headers=_auth(keys[1]["a"]))
+                   for _ in range(45)]  # 45 escalations waiting on a hung LLM, as in the attack that was found
+        while len(server.requests) < 2:
+            time.sleep(0.05)
+        start = time.monotonic()
+        free = client.post("/v1/grade", json={**uncertain, "escalate": False}, headers=_auth(keys[1]["b"]))
+        assert free.status_code == 200 and time.monotonic() - start < 1.5  # needs no LLM: never queued
+        start = time.monotonic()
+        other = client.post("/v1/grade", json=uncertain, headers=_auth(keys[1]["b"]))
+        assert other.status_code == 200 and time.monotonic() - start < 2.0 + 1.5  # its own slot, its own deadline
+        assert all(f.result(timeout=60).status_code == 200 for f in futures)
+        flood.shutdown()
