@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from grader.protocol import Grader
 from models.types import Chunk, Grade
 from pipeline.retrieval.documents import StoredChunk
+from pipeline.retrieval.words import STOPWORDS
 
 __all__ = [
     "Strip",
@@ -21,22 +22,6 @@ __all__ = [
     "rewrite_query",
 ]
 
-QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
-                  "were", "do", "does", "did", "can", "could", "should", "would", "the", "a", "an", "of", "in",
-                  "on", "for", "to", "please", "tell", "me", "about", "i", "my", "we", "our", "you", "your"}
-# words that are never an aspect of a question: function words, quantifiers and light verbs
-STOPWORDS = QUESTION_WORDS | {
-    "am", "be", "been", "being", "has", "have", "had", "having", "will", "shall", "may", "might", "must", "and",
-    "or", "but", "nor", "not", "no", "yes", "if", "then", "than", "that", "this", "these", "those", "there",
-    "here", "it", "its", "they", "them", "their", "theirs", "he", "him", "his", "she", "her", "hers", "us", "at",
-    "by", "from", "with", "into", "onto", "upon", "over", "under", "between", "among", "through", "during",
-    "before", "after", "above", "below", "up", "down", "out", "off", "per", "via", "as", "so", "such", "very",
-    "too", "also", "just", "only", "own", "same", "other", "another", "any", "all", "both", "each", "every",
-    "either", "neither", "few", "many", "much", "more", "most", "less", "least", "several", "some", "lot",
-    "lots", "one", "ones", "get", "gets", "got", "go", "goes", "went", "gone", "make", "makes", "made", "take",
-    "takes", "took", "run", "runs", "ran", "use", "used", "uses", "come", "came", "give", "gave", "given",
-    "know", "known", "called", "named", "mean", "means", "kind", "type", "thing", "things", "way", "ways",
-}
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 IDENTIFIER = re.compile(
     r"\b(?:[A-Z]{2,}[-_]?\d+[\w-]*|\d{4}-\d{2}-\d{2}|\d+(?:[.,/]\d+)*|[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+|"

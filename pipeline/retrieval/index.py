@@ -33,6 +33,7 @@ from pipeline.retrieval.documents import (
 )
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.sqlite_db import DB_NAME, connect, create_vector_table, write_transaction
+from pipeline.retrieval.words import content_terms
 
 __all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "query_tokens"]
 
@@ -397,7 +398,7 @@ class LocalHybridIndex:
         conn = self._conn()
         if match is None or conn is None:
             return 0
-        terms = query_tokens(query)
+        terms = content_terms(query)
         readable = set(self._readable_scopes(conn, principal))
         # only the caller's own tenant is read: another tenant's documents must not even be hinted at
         rows = conn.execute("SELECT c.scope, -bm25(fts), c.text FROM fts JOIN chunks c ON c.rowid = fts.rowid "

@@ -19,6 +19,7 @@ from models.errors import ConfigError
 from pipeline.retrieval.documents import ACCESS_DENIED_MIN_COVERAGE, Principal, StoredChunk, reveals_access_denied
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.index import query_tokens
+from pipeline.retrieval.words import content_terms
 
 __all__ = ["QdrantRetriever"]
 
@@ -155,6 +156,6 @@ class QdrantRetriever:
                                                 query_filter=visible).points
         best_visible = visible_hits[0].score if visible_hits else 0.0
         best = hidden_hits[0].score
-        terms = query_tokens(query)
+        terms = content_terms(query)
         return sum(1 for p in hidden_hits if p.score >= 0.5 * best and p.score > best_visible
                    and reveals_access_denied(terms, str((p.payload or {}).get("text", "")), min_coverage))

@@ -1,0 +1,140 @@
+"""How many labels does `crag calibrate` need on a new domain? A learning curve over many random splits.
+
+For each labelled file (a domain the default grader was not trained on): every pair is scored once with
+the shipped default grader; then, for each label budget (50 / 100 / 200 / 400 pairs) and each of
+``--splits`` random splits by query, `recalibrate` fits the calibration map and the guaranteed thresholds
+(target error ``--target-error`` with probability 1 - ``--delta``) on the labelled queries only, exactly as
+`crag calibrate` does, and the thresholds are applied to the other queries of the same domain. Reported
+per budget: mean auto-decided error and escalation on the held-out queries, the share of splits where
+the error exceeded the target (the guarantee promises at most delta), and the share where calibrate
+honestly refused (target infeasible with that many labels). The out-of-the-box row uses the bundle's own
+thresholds on all pairs.
+
+Run: python bench/bench_learning_curve.py --data ../shared/data/covidfaq/pairs.jsonl \
+         ../shared/data/noveleval/pairs.jsonl [--splits 200] [--json bench/results_learning_curve.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BUDGETS = (50, 100, 200, 400)
+MIN_TEST_PAIRS = 100
+
+
+def _apply(policy, probs, y):
+    """(auto-decided error, escalation) of ``policy`` on probabilities ``probs`` with gold ``y``."""
+    verdicts = [policy.verdict(float(p)) for p in probs]
+    auto = np.array([not band for _, band in verdicts])
+    predicted = np.array([int(v.is_positive) for v, _ in verdicts])
+    error = float((predicted[auto] != y[auto]).mean()) if auto.any() else 0.0
+    return error, float(1.0 - auto.mean())
+
+
+def _sample_queries(groups, order, budget):
+    """Whole queries, in ``order``, until about ``budget`` pairs are labelled."""
+    chosen, n = [], 0
+    for qid in order:
+        if n >= budget:
+            break
+        chosen.append(qid)
+        n += len(groups[qid])
+    return set(chosen)
+
+
+def run_domain(grader, path: Path, *, splits: int, target: float, delta: float, max_pairs: int, seed: int):
+    from models.errors import ConfigError
+    from training.data import PairSet, load_pairs
+    from training.metrics import binary_labels
+    from training.recalibrate import recalibrate
+
+    pairs = load_pairs(path).pairs
+    by_query = defaultdict(list)
+    for p in pairs:
+        by_query[p.query_id].append(p)
+    queries = sorted(by_query)
+    random.Random(seed).shuffle(queries)
+    kept, n = [], 0
+    for qid in queries:  # a cap on scoring time: whole queries up to max_pairs
+        if n >= max_pairs:
+            break
+        kept.append(qid)
+        n += len(by_query[qid])
+    pairs = [p for qid in kept for p in by_query[qid]]
+    index = {id(p): i for i, p in enumerate(pairs)}
+    start = time.perf_counter()
+    logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
+    scoring_s = time.perf_counter() - start
+    y = binary_labels(pairs)
+    out_error, out_escalation = _apply(grader.policy, grader.probabilities(logits), y)
+    rows = []
+    for budget in BUDGETS:
+        if len(pairs) - budget < MIN_TEST_PAIRS:
+            continue
+        errors, escalations, violations, refused = [], [], 0, 0
+        for s in range(splits):
+            order = list(kept)
+            random.Random(1000 * budget + s).shuffle(order)
+            labelled = _sample_queries(by_query, order, budget)
+            calib = [p for p in pairs if p.query_id in labelled]
+            test = [p for p in pairs if p.query_id not in labelled]
+            ci = np.array([index[id(p)] for p in calib])
+            ti = np.array([index[id(p)] for p in test])
+            try:
+                recal = recalibrate(grader, PairSet(calib), target_error=target, delta=delta, seed=s,
+                                    logits=logits[ci])
+            except ConfigError:
+                refused += 1  # calibrate writes nothing and says how many labels it needs: escalate all
+                errors.append(0.0)
+                escalations.append(1.0)
+                continue
+            error, escalation = _apply(recal.choice.policy, recal.calibrator.predict(logits[ti]), y[ti])
+            errors.append(error)
+            escalations.append(escalation)
+            violations += error > target
+        rows.append({"labels": budget, "auto_error_mean": round(float(np.mean(errors)), 4),
+                     "escalation_mean": round(float(np.mean(escalations)), 4),
+                     "violation_rate": round(violations / splits, 4), "refused_share": round(refused / splits, 4),
+                     "splits": splits})
+        print(json.dumps({"data": path.name, **rows[-1]}), flush=True)
+    return {"data": str(path), "pairs": len(pairs), "queries": len(kept), "positives": int(y.sum()),
+            "scoring_s": round(scoring_s, 1),
+            "out_of_the_box": {"auto_error": round(out_error, 4), "escalation": round(out_escalation, 4)},
+            "curve": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", required=True, help="labelled pair files, one domain each")
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--splits", type=int, default=200)
+    parser.add_argument("--target-error", type=float, default=0.05)
+    parser.add_argument("--delta", type=float, default=0.1)
+    parser.add_argument("--max-pairs", type=int, default=2000, help="pairs scored per domain (whole queries)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    from grader import load_grader
+
+    grader = load_grader(args.model)
+    results = [run_domain(grader, Path(p), splits=args.splits, target=args.target_error, delta=args.delta,
+                          max_pairs=args.max_pairs, seed=args.seed) for p in args.data]
+    report = {"model": args.model, "target_error": args.target_error, "delta": args.delta, "domains": results}
+    print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
