@@ -78,13 +78,14 @@ class TemperatureCalibrator:
     def __init__(self, temperature: float | None = None) -> None:
         self.temperature_ = temperature
 
-    def fit(self, logits: Any, labels: Any) -> TemperatureCalibrator:
+    def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> TemperatureCalibrator:
         x, y = _check_xy(logits, labels)
+        w = _weights(sample_weight, x.size)
         optimize = require("scipy.optimize", "train")
 
         def nll(log_t: float) -> float:
             p = np.clip(_sigmoid(x / np.exp(log_t)), 1e-12, 1 - 1e-12)
-            return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+            return float(-np.average(y * np.log(p) + (1 - y) * np.log(1 - p), weights=w))
 
         result = optimize.minimize_scalar(nll, bounds=(-5.0, 5.0), method="bounded")
         self.temperature_ = float(np.exp(result.x))
@@ -108,11 +109,11 @@ class PlattCalibrator:
         self.a_ = a
         self.b_ = b
 
-    def fit(self, logits: Any, labels: Any) -> PlattCalibrator:
+    def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> PlattCalibrator:
         x, y = _check_xy(logits, labels)
         linear_model = require("sklearn.linear_model", "train")
         model = linear_model.LogisticRegression(C=1e4, max_iter=1000)
-        model.fit(x.reshape(-1, 1), y.astype(int))
+        model.fit(x.reshape(-1, 1), y.astype(int), sample_weight=_weights(sample_weight, x.size))
         self.a_ = float(model.coef_[0, 0])
         self.b_ = float(model.intercept_[0])
         return self
@@ -139,11 +140,11 @@ class IsotonicCalibrator:
         self.x_ = None if x is None else np.asarray(x, dtype=np.float64)
         self.y_ = None if y is None else np.asarray(y, dtype=np.float64)
 
-    def fit(self, logits: Any, labels: Any) -> IsotonicCalibrator:
+    def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> IsotonicCalibrator:
         x, y = _check_xy(logits, labels)
         isotonic = require("sklearn.isotonic", "train")
         model = isotonic.IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-        model.fit(x, y)
+        model.fit(x, y, sample_weight=_weights(sample_weight, x.size))
         self.x_ = np.asarray(model.X_thresholds_, dtype=np.float64)
         self.y_ = np.clip(np.asarray(model.y_thresholds_, dtype=np.float64), 1e-4, 1 - 1e-4)
         return self
@@ -159,17 +160,27 @@ class IsotonicCalibrator:
         return {"method": self.method, "params": {"x": self.x_.tolist(), "y": self.y_.tolist()}}
 
 
-def fit_calibrator(method: str, logits: Any, labels: Any) -> Calibrator:
-    """Fit the named calibrator; ``auto`` picks isotonic from 5,000 pairs up, else Platt."""
+def _weights(sample_weight: Any, n: int) -> np.ndarray:
+    if sample_weight is None:
+        return np.ones(n)
+    w = np.asarray(sample_weight, dtype=np.float64).ravel()
+    if w.size != n or not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
+        raise ConfigError(f"sample weights must be {n} finite non-negative numbers, not all zero")
+    return w
+
+
+def fit_calibrator(method: str, logits: Any, labels: Any, sample_weight: Any = None) -> Calibrator:
+    """Fit the named calibrator; ``auto`` picks isotonic from 5,000 pairs up, else Platt. ``sample_weight``
+    lets noisier labels (an LLM's) count for less than a person's."""
     if method not in CALIBRATION_METHODS:
         raise ConfigError(f"unknown calibration method {method!r}; choose one of {list(CALIBRATION_METHODS)}")
     if method == "auto":
         method = "isotonic" if np.asarray(logits).size >= ISOTONIC_MIN_PAIRS else "platt"
     if method == "temperature":
-        return TemperatureCalibrator().fit(logits, labels)
+        return TemperatureCalibrator().fit(logits, labels, sample_weight)
     if method == "platt":
-        return PlattCalibrator().fit(logits, labels)
-    return IsotonicCalibrator().fit(logits, labels)
+        return PlattCalibrator().fit(logits, labels, sample_weight)
+    return IsotonicCalibrator().fit(logits, labels, sample_weight)
 
 
 def calibrator_from_dict(data: dict[str, Any] | None) -> Calibrator:

@@ -32,9 +32,11 @@ from training.data import LabelledPair, PairSet
 from training.metrics import binary_labels, compute_metrics
 
 __all__ = [
+    "LLMLabels",
     "Recalibration",
     "check_new_bundle_dir",
     "cross_encoder_grader",
+    "measure_llm_accuracy",
     "recalibrate",
     "small_sample_note",
     "suggest_pairs",
@@ -74,13 +76,72 @@ def _query_split(pairs: Sequence[LabelledPair], seed: int) -> tuple[np.ndarray, 
     return fit, test
 
 
+@dataclass(frozen=True)
+class LLMLabels:
+    """Pairs labelled by an LLM (the cascade's escalation log, or `crag label`) and how often that LLM agrees
+    with people on this data. They help fit the calibration map, weighted by ``weight``; they never take part
+    in testing the thresholds, so the guarantee rests on human labels only."""
+
+    data: PairSet
+    accuracy: float
+    measured_on: int | None = None  # pairs labelled by both, None when the accuracy was given
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.accuracy <= 1.0:
+            raise ConfigError(f"the LLM's accuracy must be in [0, 1], got {self.accuracy}")
+
+    @property
+    def weight(self) -> float:
+        """Weight of one LLM label against one human label: (2 * accuracy - 1)^2, the share of a label's
+        information that survives a symmetric error rate of 1 - accuracy (0 for a coin flip, 1 when perfect)."""
+        return max(0.0, 2.0 * self.accuracy - 1.0) ** 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": len(self.data.pairs), "accuracy": round(self.accuracy, 4), "measured_on": self.measured_on,
+                "weight": round(self.weight, 4)}
+
+
+MIN_AGREEMENT_PAIRS = 30
+
+
+def measure_llm_accuracy(human: PairSet, llm: PairSet) -> tuple[float, int]:
+    """(share of agreeing binary verdicts, pairs compared) over the pairs both label; a clear error when fewer
+    than MIN_AGREEMENT_PAIRS overlap, naming the two ways to fix it."""
+    human_y = dict(zip(((p.query, p.text) for p in human.pairs), binary_labels(human.pairs).tolist(), strict=True))
+    both = [(human_y[(p.query, p.text)], int(y)) for p, y in zip(llm.pairs, binary_labels(llm.pairs), strict=True)
+            if (p.query, p.text) in human_y]
+    if len(both) < MIN_AGREEMENT_PAIRS:
+        raise ConfigError(f"only {len(both)} of the LLM-labelled pairs are also in --data, so the LLM's accuracy "
+                          f"cannot be measured (need {MIN_AGREEMENT_PAIRS}); label that many of them by hand and add "
+                          "them to --data, or pass --llm-accuracy (for example from `crag eval --cascade`)")
+    return sum(a == b for a, b in both) / len(both), len(both)
+
+
+def _with_llm_labels(fit_pairs: Sequence[LabelledPair], fit_logits: np.ndarray, excluded_queries: set[str],
+                     human: Sequence[LabelledPair], llm: LLMLabels | None,
+                     llm_logits: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Logits, labels and weights for fitting the map: the human fit pairs (weight 1) plus the LLM pairs not
+    already labelled by a person and not of a held-out test query (weight ``llm.weight``)."""
+    y = binary_labels(fit_pairs)
+    if llm is None or llm_logits is None or llm.weight == 0.0:
+        return fit_logits, y, np.ones(len(fit_pairs)), 0
+    seen = {(p.query, p.text) for p in human}
+    keep = np.array([(p.query, p.text) not in seen and p.query_id not in excluded_queries for p in llm.data.pairs])
+    if not keep.any():
+        return fit_logits, y, np.ones(len(fit_pairs)), 0
+    extra_y = binary_labels(llm.data.pairs)[keep]
+    return (np.concatenate([fit_logits, llm_logits[keep]]), np.concatenate([y, extra_y]),
+            np.concatenate([np.ones(len(fit_pairs)), np.full(int(keep.sum()), llm.weight)]), int(keep.sum()))
+
+
 def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: float | None = 0.05,
                 target_escalation: float | None = None, delta: float | None = 0.1, method: str = "platt",
                 groups: Sequence[str] | None = None, seed: int = 0,
-                logits: np.ndarray | None = None) -> Recalibration:
+                logits: np.ndarray | None = None, llm_labels: LLMLabels | None = None) -> Recalibration:
     """Fit calibration and thresholds on ``data``; raise ConfigError (writing nothing) when infeasible.
 
-    ``logits`` are the grader's raw scores of ``data`` when the caller already has them."""
+    ``logits`` are the grader's raw scores of ``data`` when the caller already has them. ``llm_labels`` add
+    LLM-labelled pairs to the fit of the calibration map only (weighted by the LLM's measured accuracy)."""
     pairs = data.pairs
     y = binary_labels(pairs)
     if len(pairs) < 20 or y.min() == y.max():
@@ -88,13 +149,18 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
                           f"got {len(pairs)} pairs, {int(y.sum())} relevant")
     if logits is None:
         logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
+    llm_logits = (grader.score_pairs([(p.query, p.text) for p in llm_labels.data.pairs]).logits
+                  if llm_labels is not None and llm_labels.data.pairs else None)
     g = np.asarray(groups) if groups is not None else None
     if delta is not None and target_error is not None:
         fit, test = _query_split(pairs, seed)
         if len(set(y[fit].tolist())) < 2 or test.size == 0:
             raise ConfigError("the fit half of the calibration data needs relevant and irrelevant pairs; label more "
                               "pairs or more queries")
-        calibrator = fit_calibrator(method, logits[fit], y[fit])
+        test_queries = {pairs[i].query_id for i in test}
+        fx, fy, fw, used = _with_llm_labels([pairs[i] for i in fit], logits[fit], test_queries, pairs, llm_labels,
+                                            llm_logits)
+        calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
                                  groups=None if g is None else g[test])
@@ -109,7 +175,8 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         evaluated = [pairs[i] for i in test]
         metrics = compute_metrics(evaluated, probs[test], choice.policy)
     else:
-        calibrator = fit_calibrator(method, logits, y)
+        fx, fy, fw, used = _with_llm_labels(pairs, logits, set(), pairs, llm_labels, llm_logits)
+        calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g)
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
@@ -118,6 +185,8 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     if note:
         logger.warning("%s", note)
     reference = make_reference(logits, [len(p.text) for p in pairs])
+    if llm_labels is not None:
+        metrics = {**metrics, "llm_labels": {**llm_labels.to_dict(), "used_in_fit": used}}
     return Recalibration(calibrator=calibrator, choice=choice, metrics=metrics, reference=reference, note=note)
 
 

@@ -119,14 +119,26 @@ def _calibrate(args: argparse.Namespace) -> int:
     target_error, target_escalation = targets_of(args)
     delta = guarantee_delta(args, target_escalation)
     groups = groups_of(data.pairs, args.group_by)
+    llm_labels = None
+    if args.llm_labels:
+        from training.recalibrate import LLMLabels, measure_llm_accuracy
+
+        llm_data = load_pairs(args.llm_labels)
+        if args.llm_accuracy is not None:
+            llm_labels = LLMLabels(llm_data, args.llm_accuracy)
+        else:
+            accuracy, compared = measure_llm_accuracy(data, llm_data)
+            llm_labels = LLMLabels(llm_data, accuracy, compared)
+    elif args.llm_accuracy is not None:
+        raise ConfigError("--llm-accuracy needs --llm-labels (the LLM-labelled pairs it describes)")
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
-                         groups=groups, seed=args.seed)
+                         groups=groups, seed=args.seed, llm_labels=llm_labels)
     out = write_recalibrated(args.model, args.out, result, data)
     print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
                 "held_out_metrics": {k: result.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate",
                                                                           "auroc")},
-                "warning": result.note})
+                "llm_labels": result.metrics.get("llm_labels"), "warning": result.note})
     return 0
 
 
@@ -136,6 +148,11 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="labelled pairs of your domain (with --suggest: unlabelled)")
     p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
     p.add_argument("--out", required=True, help="new bundle directory (with --suggest: the JSONL of pairs to label)")
+    p.add_argument("--llm-labels", metavar="JSONL",
+                   help="LLM-labelled pairs (the cascade's escalation log, or `crag label` output): they help fit "
+                        "the calibration map, weighted by the LLM's accuracy; thresholds are tested on human labels")
+    p.add_argument("--llm-accuracy", type=float, default=None,
+                   help="the LLM's accuracy on this data (default: measured on pairs in both --data and --llm-labels)")
     p.add_argument("--suggest", type=int, default=0, metavar="N",
                    help="instead of calibrating, write the N unlabelled pairs most worth labelling")
     p.add_argument("--group-by", default=None,

@@ -1,0 +1,76 @@
+"""Recalibration with LLM labels: measured accuracy, weights, and a guarantee tested on human labels only."""
+
+import json
+
+import numpy as np
+import pytest
+
+from models import ConfigError
+from models.types import Verdict
+from training.data import LabelledPair, PairSet, load_pairs
+from training.recalibrate import LLMLabels, cross_encoder_grader, measure_llm_accuracy, recalibrate
+
+
+def _flipped(pairs, every):
+    """The same pairs labelled by an 'LLM' that gets every ``every``-th one wrong."""
+    out = []
+    for i, p in enumerate(pairs):
+        label = p.label
+        if i % every == 0:
+            label = Verdict.IRRELEVANT if p.label.is_positive else Verdict.RELEVANT
+        out.append(LabelledPair(**{**p.__dict__, "label": label}))
+    return PairSet(out)
+
+
+@pytest.fixture(scope="module")
+def human(squad_pairs_file):
+    return load_pairs(squad_pairs_file)
+
+
+def test_llm_label_weight_follows_its_accuracy():
+    data = PairSet([])
+    assert LLMLabels(data, 1.0).weight == 1.0 and LLMLabels(data, 0.5).weight == 0.0
+    assert LLMLabels(data, 0.9).weight == pytest.approx(0.64) and LLMLabels(data, 0.3).weight == 0.0
+    with pytest.raises(ConfigError, match="accuracy"):
+        LLMLabels(data, 1.5)
+
+
+def test_accuracy_is_measured_on_pairs_both_labelled(human):
+    accuracy, compared = measure_llm_accuracy(human, _flipped(human.pairs, 10))
+    assert compared == len(human.pairs) and accuracy == pytest.approx(1 - 9 / 90)
+    with pytest.raises(ConfigError, match="--llm-accuracy"):
+        measure_llm_accuracy(human, PairSet(human.pairs[:10]))
+
+
+def test_llm_labels_fit_the_map_but_never_test_the_thresholds(human):
+    grader = cross_encoder_grader("default")
+    logits = grader.score_pairs([(p.query, p.text) for p in human.pairs]).logits
+    kwargs = {"target_error": None, "target_escalation": 0.5, "delta": None, "logits": logits}
+    plain = recalibrate(grader, human, **kwargs)
+    fresh = [LabelledPair(**{**p.__dict__, "query_id": f"llm-{p.query_id}", "query": p.query + " (again)"})
+             for p in human.pairs]
+    useless = recalibrate(grader, human, llm_labels=LLMLabels(PairSet(fresh), 0.5), **kwargs)
+    assert useless.calibrator.to_dict() == plain.calibrator.to_dict()  # a coin-flip LLM changes nothing
+    helped = recalibrate(grader, human, llm_labels=LLMLabels(PairSet(fresh), 0.95), **kwargs)
+    assert helped.metrics["llm_labels"]["used_in_fit"] == len(fresh)
+    assert helped.calibrator.to_dict() != plain.calibrator.to_dict()
+    same_pairs = recalibrate(grader, human, llm_labels=LLMLabels(_flipped(human.pairs, 10), 0.9), **kwargs)
+    assert same_pairs.metrics["llm_labels"]["used_in_fit"] == 0  # a person's label always wins
+
+
+def test_calibrate_cli_reads_an_escalation_log(capsys, tmp_path, human):
+    from pipeline.cli.main import main
+
+    log = tmp_path / "escalations.jsonl"
+    log.write_text("".join(json.dumps({"query": p.query, "text": p.text, "label": p.label.value,
+                                       "metadata": {"labelled_by": "llm"}}) + "\n"
+                           for p in _flipped(human.pairs, 15).pairs), encoding="utf-8")
+    out = tmp_path / "recal"
+    assert main(["calibrate", "--data", str(human.path), "--llm-labels", str(log), "--target-escalation", "0.5",
+                 "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["llm_labels"]["measured_on"] == 90 and report["llm_labels"]["accuracy"] == pytest.approx(84 / 90,
+                                                                                                         abs=1e-3)
+    assert main(["calibrate", "--data", str(human.path), "--llm-accuracy", "0.9", "--out", str(tmp_path / "x")]) == 2
+    assert "--llm-accuracy needs --llm-labels" in capsys.readouterr().err
+    assert np.isfinite(report["thresholds"]["lower"])
