@@ -53,12 +53,14 @@ class ScoredPairs:
     """Raw logits, truncation flags and windows read for a list of pairs, in input order."""
 
     def __init__(self, logits: np.ndarray, truncated: np.ndarray, seconds: float, batch_seconds: list[float],
-                 windows: np.ndarray | None = None):
+                 windows: np.ndarray | None = None,
+                 fusion_inputs: tuple[np.ndarray, np.ndarray] | None = None):
         self.logits = logits
         self.truncated = truncated
         self.seconds = seconds
         self.batch_seconds = batch_seconds
         self.windows = windows if windows is not None else np.ones(len(logits), dtype=np.int64)
+        self.fusion_inputs = fusion_inputs  # (cross-encoder logits, cosines) of a fused bundle: `crag adapt` refits
 
 
 class CrossEncoderGrader:
@@ -138,8 +140,9 @@ class CrossEncoderGrader:
         np.maximum.at(logits, windows.owner, window_logits)
         if self.fusion is None or n == 0:
             return ScoredPairs(logits, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
-        fused = self.fusion.combine(logits, cosines(self.fusion_embedder, pairs))
-        return ScoredPairs(fused, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
+        cosine = cosines(self.fusion_embedder, pairs)
+        return ScoredPairs(self.fusion.combine(logits, cosine), windows.unread, time.perf_counter() - start,
+                           batch_seconds, windows.read, fusion_inputs=(logits, cosine))
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""

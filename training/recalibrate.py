@@ -37,6 +37,7 @@ __all__ = [
     "check_new_bundle_dir",
     "cross_encoder_grader",
     "measure_llm_accuracy",
+    "query_split",
     "recalibrate",
     "small_sample_note",
     "suggest_pairs",
@@ -66,7 +67,7 @@ def cross_encoder_grader(model: str | Path) -> CrossEncoderGrader:
     return grader
 
 
-def _query_split(pairs: Sequence[LabelledPair], seed: int) -> tuple[np.ndarray, np.ndarray]:
+def query_split(pairs: Sequence[LabelledPair], seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the fit and test parts, whole queries on one side only."""
     queries = sorted({p.query_id for p in pairs})
     random.Random(seed).shuffle(queries)
@@ -153,7 +154,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
                   if llm_labels is not None and llm_labels.data.pairs else None)
     g = np.asarray(groups) if groups is not None else None
     if delta is not None and target_error is not None:
-        fit, test = _query_split(pairs, seed)
+        fit, test = query_split(pairs, seed)
         if len(set(y[fit].tolist())) < 2 or test.size == 0:
             raise ConfigError("the fit half of the calibration data needs relevant and irrelevant pairs; label more "
                               "pairs or more queries")
@@ -200,8 +201,10 @@ def check_new_bundle_dir(source: str | Path, out: str | Path) -> Path:
     return out
 
 
-def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet) -> Path:
-    """A new verified bundle: the source's files with the new calibration, thresholds and reference."""
+def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet, *,
+                       fusion: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None) -> Path:
+    """A new verified bundle: the source's files with the new calibration, thresholds and reference (and, from
+    `crag adapt`, a refitted fusion head with the evidence for it)."""
     from training.model_card import write_model_card
 
     source = read_bundle(resolve_bundle(source_model))
@@ -215,6 +218,10 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
     manifest["metrics"] = {**manifest["metrics"], "recalibration": result.metrics}
     manifest["training"] = {**manifest["training"], "recalibrated_on": data.summary()}
     manifest["reference"] = result.reference
+    if fusion is not None:
+        manifest["fusion"] = fusion
+    if adaptation is not None:
+        manifest["metrics"]["adaptation"] = adaptation
     write_manifest(staging, manifest, sorted(source.manifest.files))
     write_model_card(staging, {})
     staging.replace(out)

@@ -74,3 +74,27 @@ def test_calibrate_cli_reads_an_escalation_log(capsys, tmp_path, human):
     assert main(["calibrate", "--data", str(human.path), "--llm-accuracy", "0.9", "--out", str(tmp_path / "x")]) == 2
     assert "--llm-accuracy needs --llm-labels" in capsys.readouterr().err
     assert np.isfinite(report["thresholds"]["lower"])
+
+
+def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_path, human):
+    from pipeline.cli.main import main
+
+    out = tmp_path / "adapted"
+    assert main(["adapt", "--data", str(human.path), "--target-escalation", "0.5", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    held = report["held_out_auroc"]
+    assert report["head_adopted"] == (held["adapted_head"] >= held["shipped_head"] + 0.005)
+    from models import read_bundle
+
+    manifest = read_bundle(out).manifest
+    chosen = report["adapted_head"] if report["head_adopted"] else report["shipped_head"]
+    assert manifest.fusion["weights"] == chosen["weights"] and "adaptation" in manifest.metrics
+    assert main(["adapt", "--data", str(human.path), "--out", str(out)]) == 2  # never overwrites
+    assert "exists" in capsys.readouterr().err
+
+
+def test_adapt_needs_a_fused_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path):
+    from training.adapt import adapt_bundle
+
+    with pytest.raises(ConfigError, match="no fusion head"):
+        adapt_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path / "x")

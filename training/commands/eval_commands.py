@@ -163,3 +163,26 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     add_target(p, default_delta=0.1, default_calibration="platt")
     p.set_defaults(handler=_calibrate)
 
+
+
+def _adapt(args: argparse.Namespace) -> int:
+    from training.adapt import adapt_bundle
+
+    target_error, target_escalation = targets_of(args)
+    print_json(adapt_bundle(args.model, args.data, args.out, label_map=parse_label_map(args.label_map),
+                            target_error=target_error, target_escalation=target_escalation,
+                            delta=guarantee_delta(args, target_escalation), calibration=args.calibration,
+                            seed=args.seed))
+    return 0
+
+
+def register_adapt(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("adapt", help="fit a fused bundle's head and thresholds to your labelled pairs (no training)")
+    p.add_argument("--model", default="default", help="fused bundle name or directory")
+    p.add_argument("--data", required=True, help="100-400 labelled pairs of your domain")
+    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    p.add_argument("--out", required=True, help="new bundle directory")
+    p.add_argument("--no-guarantee", action="store_true", help="point-estimate thresholds (not recommended)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fit/held-out split by query")
+    add_target(p, default_delta=0.1, default_calibration="platt")
+    p.set_defaults(handler=_adapt)

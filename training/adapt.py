@@ -1,0 +1,92 @@
+"""``crag adapt``: fit a fused bundle to a new domain with a few hundred labels: its head, then its thresholds.
+
+A fused bundle scores ``w_ce * cross-encoder logit + w_cos * bi-encoder cosine + b``. How much each part
+should count differs by domain (the cross-encoder is strong where it was trained, the bi-encoder's plain
+topical signal travels further). ``adapt`` splits the user's labelled pairs by query, chooses the cosine
+share that ranks the *fit* half best, and keeps it only when it also ranks the *held-out* half better than
+the shipped head; then it recalibrates exactly as `crag calibrate` does (map on the fit half, thresholds
+tested on the held-out half, with the guarantee). No weights of the networks change, so the int8 parity
+of the bundle still holds, and nothing is written when the target cannot be met.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.fusion import FusionHead
+from models.deps import require
+from models.errors import ConfigError
+from training.data import load_pairs
+from training.fusion import COSINE_SHARES
+from training.metrics import binary_labels
+from training.recalibrate import (
+    check_new_bundle_dir,
+    cross_encoder_grader,
+    query_split,
+    recalibrate,
+    write_recalibrated,
+)
+
+__all__ = ["MIN_GAIN", "adapt_bundle", "choose_head"]
+
+MIN_GAIN = 0.005  # held-out AUROC a new head must gain to replace the shipped one
+
+
+def _auroc(y: np.ndarray, s: np.ndarray) -> float:
+    return float(require("sklearn.metrics", "train").roc_auc_score(y, s))
+
+
+def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray, embedder: str) -> FusionHead:
+    """The head whose cosine share ranks the fit pairs best (scales standardised on the fit pairs)."""
+    mean_ce, sd_ce = float(ce[fit].mean()), float(ce[fit].std()) or 1.0
+    mean_cos, sd_cos = float(cos[fit].mean()), float(cos[fit].std()) or 1.0
+
+    def auroc_at(share: float) -> tuple[float, float]:
+        mixed = (1.0 - share) * (ce[fit] - mean_ce) / sd_ce + share * (cos[fit] - mean_cos) / sd_cos
+        return _auroc(y[fit], mixed), -abs(share - 0.5)  # ties: the more balanced mix
+
+    share = max(COSINE_SHARES, key=auroc_at)
+    return FusionHead(weights=((1.0 - share) / sd_ce, share / sd_cos),
+                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos), embedder=embedder)
+
+
+def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
+                 target_error: float | None = 0.05, target_escalation: float | None = None,
+                 delta: float | None = 0.1, calibration: str = "platt", seed: int = 0) -> dict[str, Any]:
+    """Adapt ``model`` (a fused bundle) to the labelled pairs at ``data_path``; write the new bundle at ``out``."""
+    grader = cross_encoder_grader(model)
+    if grader.fusion is None:
+        raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "
+                          "thresholds (or `crag fuse` first)")
+    check_new_bundle_dir(grader.bundle.path, out)  # before the slow scoring
+    data = load_pairs(data_path, label_map=label_map)
+    y = binary_labels(data.pairs)
+    if len(data.pairs) < 40 or y.min() == y.max():
+        raise ConfigError(f"adapting needs at least 40 labelled pairs with both relevant and irrelevant ones; got "
+                          f"{len(data.pairs)} pairs, {int(y.sum())} relevant")
+    scored = grader.score_pairs([(p.query, p.text) for p in data.pairs])
+    if scored.fusion_inputs is None:
+        raise ConfigError("the grader did not return its fusion inputs")
+    ce, cos = scored.fusion_inputs
+    fit, test = query_split(data.pairs, seed)
+    if len(set(y[fit].tolist())) < 2 or len(set(y[test].tolist())) < 2:
+        raise ConfigError("both halves of the data (split by query) need relevant and irrelevant pairs; label more "
+                          "queries")
+    shipped = grader.fusion
+    candidate = choose_head(ce, cos, y, fit, shipped.embedder)
+    held_out = {"shipped_head": _auroc(y[test], shipped.combine(ce[test], cos[test])),
+                "adapted_head": _auroc(y[test], candidate.combine(ce[test], cos[test]))}
+    adopted = held_out["adapted_head"] >= held_out["shipped_head"] + MIN_GAIN
+    head = candidate if adopted else shipped
+    recal = recalibrate(grader, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
+                        method=calibration, seed=seed, logits=head.combine(ce, cos))
+    evidence = {"held_out_auroc": {k: round(v, 4) for k, v in held_out.items()}, "head_adopted": adopted,
+                "min_gain": MIN_GAIN, "fit_pairs": int(fit.size), "held_out_pairs": int(test.size),
+                "shipped_head": shipped.to_dict(), "adapted_head": candidate.to_dict()}
+    written = write_recalibrated(model, out, recal, data, fusion=head.to_dict(), adaptation=evidence)
+    return {"out": str(written), **evidence, "thresholds": recal.choice.to_dict(),
+            "held_out_metrics": {k: recal.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate")},
+            "warning": recal.note}
