@@ -29,6 +29,8 @@ __all__ = [
     "ThresholdChoice",
     "choose_thresholds",
     "clopper_pearson_upper",
+    "fixed_sequence_test",
+    "label_free_bands",
     "labels_needed",
     "learn_then_test",
     "min_auto_decided",
@@ -215,35 +217,70 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
     delta / number of groups). When nothing passes, the choice is infeasible and says how many labelled
     pairs would be needed (``labels_needed``, an estimate from the fit part's error rates).
     """
-    stats = require("scipy.stats", "train")
     p_fit, y_fit, p_test, y_test = (np.asarray(a, dtype=np.float64) for a in (p_fit, y_fit, p_test, y_test))
     y_fit, y_test = y_fit.astype(int), y_test.astype(int)
     n = int(p_fit.size + p_test.size)
     target = {"max_error": alpha, "max_escalation": None, "delta": delta}
     chosen: ThresholdChoice | None = None
     if p_fit.size >= 2 and p_test.size >= 1 and len(set(y_fit.tolist())) == 2:
-        gt = np.asarray(groups) if groups is not None else np.zeros(p_test.size, dtype=str)
-        names = np.unique(gt)
-        level_delta = delta / len(names)
-        for level in np.linspace(1.0, 0.0, 101):
-            band = choose_thresholds(p_fit, y_fit, max_escalation=float(level)).policy
-            auto, errors = _auto_counts(p_test, y_test, band)
-            if auto == 0:
-                continue
-            per_name = [_auto_counts(p_test[gt == name], y_test[gt == name], band) for name in names]
-            if any(g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > level_delta for g_auto, g_err in per_name):
-                break  # cannot reject "risk > alpha" here: stop the fixed sequence
-            chosen = ThresholdChoice(
-                policy=band, target=target, feasible=True, n=n,
-                escalation_rate=float(1.0 - auto / p_test.size),
-                auto_error_rate=errors / auto,
-                auto_error_upper_bound=float(clopper_pearson_upper(np.array([errors]), np.array([auto]), delta)[0]),
-                per_group=None if groups is None else per_group_figures(p_test, y_test, gt, band),
-            )
+        bands = [choose_thresholds(p_fit, y_fit, max_escalation=float(level)).policy
+                 for level in np.linspace(1.0, 0.0, 101)]
+        chosen = fixed_sequence_test(bands, p_test, y_test, alpha, delta, groups=groups, n=n)
     if chosen is None:
         return ThresholdChoice(policy=ThresholdPolicy(lower=0.0, upper=1.0), target=target, feasible=False,
                                n=n, escalation_rate=1.0, auto_error_rate=0.0, auto_error_upper_bound=None,
                                labels_needed=labels_needed(p_fit, y_fit, alpha, delta))
+    return chosen
+
+
+def label_free_bands(probs: np.ndarray, decision: float, levels: int = 101) -> list[ThresholdPolicy]:
+    """Candidate bands for escalation 100%, 99%, ... 0%, each the split of auto-rejected (lowest) and
+    auto-accepted (highest) probabilities whose *expected* error under the model's own probabilities is least.
+    No label is used, so every label can go to testing (see :func:`fixed_sequence_test`)."""
+    p = np.sort(np.asarray(probs, dtype=np.float64))
+    n = p.size
+    reject_cost = np.concatenate([[0.0], np.cumsum(p)])  # expected errors when the k lowest are rejected
+    accept_cost = np.concatenate([[0.0], np.cumsum(1.0 - p[::-1])])  # ... when the j highest are accepted
+    bands = []
+    for level in np.linspace(1.0, 0.0, levels):
+        m = round((1.0 - level) * n)  # pairs decided without the LLM
+        k = int(np.argmin(reject_cost[: m + 1] + accept_cost[m::-1])) if m else 0
+        lower = float(p[k - 1]) if k else 0.0
+        upper = float(p[n - (m - k)]) if m - k else 1.0
+        if k and m - k and lower >= upper:  # the two sides met: everything is decided at the cut
+            lower, upper = decision, decision
+        bands.append(ThresholdPolicy(lower=lower, upper=max(upper, lower), decision=decision))
+    return bands
+
+
+def fixed_sequence_test(bands: list[ThresholdPolicy], p_test: np.ndarray, y_test: np.ndarray, alpha: float,
+                        delta: float, *, groups: np.ndarray | None = None,
+                        n: int | None = None) -> ThresholdChoice | None:
+    """Fixed-sequence testing of ``bands`` (widest first) on labelled pairs: the last band for which every
+    group rejects "auto-decided error > alpha" at delta (Bonferroni over groups); None when the first fails."""
+    stats = require("scipy.stats", "train")
+    p_test, y_test = np.asarray(p_test, dtype=np.float64), np.asarray(y_test).astype(int)
+    gt = np.asarray(groups) if groups is not None else np.zeros(p_test.size, dtype=str)
+    names = np.unique(gt)
+    target = {"max_error": alpha, "max_escalation": None, "delta": delta}
+    chosen: ThresholdChoice | None = None
+    # bands deciding too few pairs to ever reject are skipped, not failed: whether a band is skipped depends on
+    # the probabilities only, never on the labels, so the fixed sequence stays valid
+    fewest = min_auto_decided(alpha, delta / len(names))
+    for band in bands:
+        auto, errors = _auto_counts(p_test, y_test, band)
+        if auto < fewest:
+            continue
+        per_name = [_auto_counts(p_test[gt == name], y_test[gt == name], band) for name in names]
+        if any(g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > delta / len(names)
+               for g_auto, g_err in per_name):
+            break  # cannot reject "risk > alpha" here: stop the fixed sequence
+        chosen = ThresholdChoice(
+            policy=band, target=target, feasible=True, n=n or int(p_test.size),
+            escalation_rate=float(1.0 - auto / p_test.size), auto_error_rate=errors / auto,
+            auto_error_upper_bound=float(clopper_pearson_upper(np.array([errors]), np.array([auto]), delta)[0]),
+            per_group=None if groups is None else per_group_figures(p_test, y_test, gt, band),
+        )
     return chosen
 
 

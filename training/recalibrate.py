@@ -24,7 +24,15 @@ from grader.calibration import fit_calibrator
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from grader.shift import make_reference
-from grader.thresholds import ThresholdChoice, choose_thresholds, learn_then_test, small_sample_note
+from grader.thresholds import (
+    ThresholdChoice,
+    choose_thresholds,
+    fixed_sequence_test,
+    label_free_bands,
+    labels_needed,
+    learn_then_test,
+    small_sample_note,
+)
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError
 from models.registry import resolve_bundle
@@ -46,6 +54,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 FIT_SHARE = 0.5
+REFIT_MIN_PAIRS = 600  # below this, `auto` keeps the bundle's calibration map and tests on every label
 
 
 @dataclass
@@ -138,11 +147,19 @@ def _with_llm_labels(fit_pairs: Sequence[LabelledPair], fit_logits: np.ndarray, 
 def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: float | None = 0.05,
                 target_escalation: float | None = None, delta: float | None = 0.1, method: str = "platt",
                 groups: Sequence[str] | None = None, seed: int = 0,
-                logits: np.ndarray | None = None, llm_labels: LLMLabels | None = None) -> Recalibration:
+                logits: np.ndarray | None = None, llm_labels: LLMLabels | None = None,
+                calibration_map: str = "auto") -> Recalibration:
     """Fit calibration and thresholds on ``data``; raise ConfigError (writing nothing) when infeasible.
 
     ``logits`` are the grader's raw scores of ``data`` when the caller already has them. ``llm_labels`` add
-    LLM-labelled pairs to the fit of the calibration map only (weighted by the LLM's measured accuracy)."""
+    LLM-labelled pairs to the fit of the calibration map only (weighted by the LLM's measured accuracy).
+
+    ``calibration_map``: "refit" fits a new map on half of the labels and tests thresholds on the other half;
+    "keep" keeps the bundle's map and tests label-free candidate bands on *all* labels (twice the test data,
+    which is what a guarantee from a few hundred labels needs); "auto" keeps it below REFIT_MIN_PAIRS labels
+    (a rule on the count only, so the guarantee stays valid) unless LLM labels are given to fit a map."""
+    if calibration_map not in ("auto", "refit", "keep"):
+        raise ConfigError(f"calibration_map must be auto, refit or keep, got {calibration_map!r}")
     pairs = data.pairs
     y = binary_labels(pairs)
     if len(pairs) < 20 or y.min() == y.max():
@@ -153,7 +170,24 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     llm_logits = (grader.score_pairs([(p.query, p.text) for p in llm_labels.data.pairs]).logits
                   if llm_labels is not None and llm_labels.data.pairs else None)
     g = np.asarray(groups) if groups is not None else None
-    if delta is not None and target_error is not None:
+    keep_map = calibration_map == "keep" or (calibration_map == "auto" and len(pairs) < REFIT_MIN_PAIRS
+                                             and llm_labels is None)
+    if delta is not None and target_error is not None and keep_map:
+        calibrator = grader.calibrator
+        probs = calibrator.predict(logits)
+        found = fixed_sequence_test(label_free_bands(probs, grader.policy.decision), probs, y, target_error, delta,
+                                    groups=g)
+        if found is None:
+            need = labels_needed(probs, y, target_error, delta)
+            how = (f"about {need} labelled pairs of this data would be needed (you gave {len(pairs)})" if need
+                   else "the model's error on this data stays above the target at every escalation level, so "
+                        "more labels will not help; raise --target-error or use --target-escalation")
+            raise ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
+                              f">= {1 - delta:.0%} on these {len(pairs)} pairs: {how}. Nothing was written.")
+        choice, used = found, 0
+        auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
+        metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)"}
+    elif delta is not None and target_error is not None:
         fit, test = query_split(pairs, seed)
         if len(set(y[fit].tolist())) < 2 or test.size == 0:
             raise ConfigError("the fit half of the calibration data needs relevant and irrelevant pairs; label more "

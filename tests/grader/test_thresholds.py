@@ -102,3 +102,30 @@ def test_grouped_target_holds_in_the_worst_group_not_only_pooled():
     assert grouped.escalation_rate >= pooled.escalation_rate
     with pytest.raises(ConfigError, match="group name"):
         choose_thresholds(p, y, max_error=0.05, groups=["a"])
+
+
+def test_label_free_bands_widen_from_escalating_nothing_to_everything():
+    from grader.thresholds import label_free_bands
+
+    p, _ = _calibrated(400, 3)
+    bands = label_free_bands(p, 0.5)
+    escalation = [1 - ((p >= b.upper) | (p <= b.lower)).mean() for b in bands]
+    assert escalation[0] == pytest.approx(1.0, abs=0.01) and escalation[-1] == pytest.approx(0.0, abs=0.01)
+    assert all(a >= b - 0.01 for a, b in itertools.pairwise(escalation))  # ordered without any label
+    assert all(b.lower <= b.upper for b in bands)
+
+
+def test_fixed_sequence_on_all_labels_holds_the_target_over_many_splits():
+    from grader.thresholds import fixed_sequence_test, label_free_bands
+
+    violations, feasible = 0, 0
+    for seed in range(200):
+        p, y = _calibrated(400, 100 + seed)
+        choice = fixed_sequence_test(label_free_bands(p, 0.5), p, y, 0.05, 0.1)
+        if choice is None:
+            continue
+        feasible += 1
+        fresh_p, fresh_y = _calibrated(20_000, 10_000 + seed)
+        error, _ = _auto_error(choice.policy, fresh_p, fresh_y)
+        violations += error > 0.05
+    assert feasible > 100 and violations / 200 <= 0.1  # the guarantee: at most delta of the runs violate
