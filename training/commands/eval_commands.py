@@ -133,7 +133,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ConfigError("--llm-accuracy needs --llm-labels (the LLM-labelled pairs it describes)")
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
-                         groups=groups, seed=args.seed, llm_labels=llm_labels)
+                         groups=groups, seed=args.seed, llm_labels=llm_labels, calibration_map=args.calibration_map)
     out = write_recalibrated(args.model, args.out, result, data)
     print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
                 "held_out_metrics": {k: result.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate",
@@ -144,10 +144,11 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="refit calibration and thresholds of a bundle on your labelled pairs")
-    p.add_argument("--model", default="default", help="bundle name or directory")
-    p.add_argument("--data", required=True, help="labelled pairs of your domain (with --suggest: unlabelled)")
-    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
-    p.add_argument("--out", required=True, help="new bundle directory (with --suggest: the JSONL of pairs to label)")
+    _bundle_from_labels(p, "bundle name or directory", "labelled pairs of your domain (with --suggest: unlabelled)",
+                        "new bundle directory (with --suggest: the JSONL of pairs to label)")
+    p.add_argument("--calibration-map", choices=["auto", "refit", "keep"], default="auto",
+                   help="keep the bundle's map and test thresholds on every label, or refit it on half of them "
+                        "(auto: keep below 600 labels)")
     p.add_argument("--llm-labels", metavar="JSONL",
                    help="LLM-labelled pairs (the cascade's escalation log, or `crag label` output): they help fit "
                         "the calibration map, weighted by the LLM's accuracy; thresholds are tested on human labels")
@@ -157,12 +158,19 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
                    help="instead of calibrating, write the N unlabelled pairs most worth labelling")
     p.add_argument("--group-by", default=None,
                    help="a metadata field (or 'source'): the error target must hold in every group")
+    p.set_defaults(handler=_calibrate)
+
+
+def _bundle_from_labels(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:
+    """Options shared by the commands that write a new bundle from a bundle and labelled pairs."""
+    p.add_argument("--model", default="default", help=model_help)
+    p.add_argument("--data", required=True, help=data_help)
+    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    p.add_argument("--out", required=True, help=out_help)
     p.add_argument("--no-guarantee", action="store_true",
                    help="choose thresholds on the point estimate (no finite-sample guarantee; not recommended)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/test split by query")
     add_target(p, default_delta=0.1, default_calibration="platt")
-    p.set_defaults(handler=_calibrate)
-
 
 
 def _adapt(args: argparse.Namespace) -> int:
@@ -178,11 +186,6 @@ def _adapt(args: argparse.Namespace) -> int:
 
 def register_adapt(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("adapt", help="fit a fused bundle's head and thresholds to your labelled pairs (no training)")
-    p.add_argument("--model", default="default", help="fused bundle name or directory")
-    p.add_argument("--data", required=True, help="100-400 labelled pairs of your domain")
-    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
-    p.add_argument("--out", required=True, help="new bundle directory")
-    p.add_argument("--no-guarantee", action="store_true", help="point-estimate thresholds (not recommended)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fit/held-out split by query")
-    add_target(p, default_delta=0.1, default_calibration="platt")
+    _bundle_from_labels(p, "fused bundle name or directory", "100-400 labelled pairs of your domain",
+                        "new bundle directory")
     p.set_defaults(handler=_adapt)
