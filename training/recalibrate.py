@@ -54,6 +54,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 FIT_SHARE = 0.5
+MIN_GUARANTEE_QUERIES = 30
 REFIT_MIN_PAIRS = 600  # below this, `auto` keeps the bundle's calibration map and tests on every label
 
 
@@ -170,6 +171,12 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     llm_logits = (grader.score_pairs([(p.query, p.text) for p in llm_labels.data.pairs]).logits
                   if llm_labels is not None and llm_labels.data.pairs else None)
     g = np.asarray(groups) if groups is not None else None
+    n_queries = len({p.query_id for p in pairs})
+    if delta is not None and target_error is not None and n_queries < MIN_GUARANTEE_QUERIES:
+        raise ConfigError(f"the labelled pairs come from only {n_queries} different queries; a guarantee needs pairs "
+                          f"of at least {MIN_GUARANTEE_QUERIES} (pairs of one query are alike and new queries differ, "
+                          "so a few queries are not evidence about the next ones): label pairs of more queries "
+                          "(`crag calibrate --suggest` spreads them), or pass --no-guarantee. Nothing was written.")
     keep_map = calibration_map == "keep" or (calibration_map == "auto" and len(pairs) < REFIT_MIN_PAIRS
                                              and llm_labels is None)
     if delta is not None and target_error is not None and keep_map:

@@ -98,3 +98,12 @@ def test_adapt_needs_a_fused_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path
 
     with pytest.raises(ConfigError, match="no fusion head"):
         adapt_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path / "x")
+
+
+def test_a_guarantee_needs_pairs_from_many_queries(human):
+    grader = cross_encoder_grader("default")
+    few = PairSet([p for p in human.pairs if p.query_id in sorted({q.query_id for q in human.pairs})[:10]])
+    with pytest.raises(ConfigError, match=r"only 10 different queries.*--no-guarantee"):
+        recalibrate(grader, few, target_error=0.1, delta=0.1)
+    point = recalibrate(grader, few, target_error=None, target_escalation=0.5, delta=None)  # no guarantee asked
+    assert point.choice.escalation_rate <= 0.5 + 1e-9
