@@ -100,12 +100,7 @@ class ShiftMonitor:
         if window < 20 or check_every < 1 or not 0.0 < alpha < 1.0:
             raise ConfigError(f"ShiftMonitor needs window >= 20, check_every >= 1 and alpha in (0, 1); got "
                               f"window={window}, check_every={check_every}, alpha={alpha}")
-        try:
-            self._logit_q = np.asarray(reference["logit_quantiles"], dtype=np.float64)
-            self._length_q = np.asarray(reference["length_quantiles"], dtype=np.float64)
-            self._ref_n = int(reference["n"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
+        self._logit_q, self._length_q, self._ref_n = _reference_parts(reference)
         self.window, self.check_every, self.alpha = window, check_every, alpha
         self._logits: deque[float] = deque(maxlen=window)
         self._lengths: deque[float] = deque(maxlen=window)
@@ -139,6 +134,15 @@ class ShiftMonitor:
             return self._status
 
 
+def _reference_parts(reference: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(logit quantiles, length quantiles, pairs summarised) of a manifest's reference; a clear error if malformed."""
+    try:
+        return (np.asarray(reference["logit_quantiles"], dtype=np.float64),
+                np.asarray(reference["length_quantiles"], dtype=np.float64), int(reference["n"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
+
+
 def _test(logits: Any, lengths: Any, logit_q: np.ndarray, length_q: np.ndarray, ref_n: int, alpha: float,
           already: bool = False) -> dict[str, Any]:
     """The two KS tests and the verdict (fields of a ShiftStatus)."""
@@ -156,15 +160,9 @@ def _test(logits: Any, lengths: Any, logit_q: np.ndarray, length_q: np.ndarray, 
 def compare_to_reference(reference: dict[str, Any], logits: Any, lengths: Any, *,
                          alpha: float = DEFAULT_ALPHA) -> ShiftStatus:
     """One test of a whole data set (``crag eval``) against the bundle's reference."""
-    try:
-        logit_q = np.asarray(reference["logit_quantiles"], dtype=np.float64)
-        length_q = np.asarray(reference["length_quantiles"], dtype=np.float64)
-        ref_n = int(reference["n"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
+    logit_q, length_q, ref_n = _reference_parts(reference)
     finite = np.isfinite(np.asarray(logits, dtype=np.float64))
     kept_logits = np.asarray(logits, dtype=np.float64)[finite]
     kept_lengths = np.asarray(lengths, dtype=np.float64)[finite]
     return ShiftStatus(seen=int(kept_logits.size), checks=1, window=int(kept_logits.size),
                        **_test(kept_logits, kept_lengths, logit_q, length_q, ref_n, alpha))
-

@@ -17,11 +17,10 @@ from typing import Any
 import numpy as np
 
 from grader.fusion import FusionHead
-from models.deps import require
 from models.errors import ConfigError
 from training.data import load_pairs
-from training.fusion import COSINE_SHARES
-from training.metrics import binary_labels
+from training.fusion import COSINE_SHARES, head_for_share
+from training.metrics import auroc, binary_labels
 from training.recalibrate import (
     check_new_bundle_dir,
     cross_encoder_grader,
@@ -35,22 +34,13 @@ __all__ = ["MIN_GAIN", "adapt_bundle", "choose_head"]
 MIN_GAIN = 0.005  # held-out AUROC a new head must gain to replace the shipped one
 
 
-def _auroc(y: np.ndarray, s: np.ndarray) -> float:
-    return float(require("sklearn.metrics", "train").roc_auc_score(y, s))
-
-
 def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray, embedder: str) -> FusionHead:
     """The head whose cosine share ranks the fit pairs best (scales standardised on the fit pairs)."""
-    mean_ce, sd_ce = float(ce[fit].mean()), float(ce[fit].std()) or 1.0
-    mean_cos, sd_cos = float(cos[fit].mean()), float(cos[fit].std()) or 1.0
+    def rank(share: float) -> tuple[float, float]:
+        head = head_for_share(share, ce[fit], cos[fit])
+        return auroc(y[fit], head.combine(ce[fit], cos[fit])), -abs(share - 0.5)  # ties: the more balanced mix
 
-    def auroc_at(share: float) -> tuple[float, float]:
-        mixed = (1.0 - share) * (ce[fit] - mean_ce) / sd_ce + share * (cos[fit] - mean_cos) / sd_cos
-        return _auroc(y[fit], mixed), -abs(share - 0.5)  # ties: the more balanced mix
-
-    share = max(COSINE_SHARES, key=auroc_at)
-    return FusionHead(weights=((1.0 - share) / sd_ce, share / sd_cos),
-                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos), embedder=embedder)
+    return head_for_share(max(COSINE_SHARES, key=rank), ce[fit], cos[fit], embedder=embedder)
 
 
 def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
@@ -77,8 +67,8 @@ def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, l
                           "queries")
     shipped = grader.fusion
     candidate = choose_head(ce, cos, y, fit, shipped.embedder)
-    held_out = {"shipped_head": _auroc(y[test], shipped.combine(ce[test], cos[test])),
-                "adapted_head": _auroc(y[test], candidate.combine(ce[test], cos[test]))}
+    held_out = {"shipped_head": auroc(y[test], shipped.combine(ce[test], cos[test])),
+                "adapted_head": auroc(y[test], candidate.combine(ce[test], cos[test]))}
     adopted = held_out["adapted_head"] >= held_out["shipped_head"] + MIN_GAIN
     head = candidate if adopted else shipped
     recal = recalibrate(grader, data, target_error=target_error, target_escalation=target_escalation, delta=delta,

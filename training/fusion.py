@@ -24,13 +24,14 @@ from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
 from grader.factory import load_grader
 from grader.fusion import FusionHead, cosines
 from models.bundle import read_bundle, write_manifest
-from models.deps import require
 from models.errors import ConfigError, ParityError
 from training.data import LabelledPair, PairSet
 from training.export import FLIP_SIGNIFICANCE, flip_p_value, parity_report
+from training.metrics import auroc
 from training.recalibrate import Recalibration, check_new_bundle_dir
 
-__all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "write_fused_bundle"]
+__all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "head_for_share",
+           "write_fused_bundle"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,14 @@ def fusion_inputs(grader: CrossEncoderGrader, pairs: Sequence[LabelledPair],
     return logits, cosines(embedder, texts)
 
 
-def _auroc(y: np.ndarray, s: np.ndarray) -> float:
-    return float(require("sklearn.metrics", "train").roc_auc_score(y, s))
+def head_for_share(share: float, ce_logits: np.ndarray, cosine: np.ndarray, *,
+                   embedder: str = "embedder") -> FusionHead:
+    """The head giving ``share`` of the standardised score to the cosine (each input standardised on the
+    given pairs), as weights on the raw inputs."""
+    mean_ce, sd_ce = float(ce_logits.mean()), float(ce_logits.std()) or 1.0
+    mean_cos, sd_cos = float(cosine.mean()), float(cosine.std()) or 1.0
+    return FusionHead(weights=((1.0 - share) / sd_ce, share / sd_cos),
+                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos), embedder=embedder)
 
 
 def _usable_groups(y: np.ndarray, groups: np.ndarray) -> list[str]:
@@ -79,11 +86,11 @@ def _best_share(z_ce: np.ndarray, z_cos: np.ndarray, y: np.ndarray, groups: np.n
     mean gain, then less cosine). Share 1.0 (no cross-encoder) wins when the cross-encoder hurts some domain at
     every share: the promise is never to fall below the base model."""
     masks = {g: groups == g for g in names}
-    base = {g: _auroc(y[m], z_cos[m]) for g, m in masks.items()}
+    base = {g: auroc(y[m], z_cos[m]) for g, m in masks.items()}
 
     def key(share: float) -> tuple[float, float, float]:
         fused = (1.0 - share) * z_ce + share * z_cos
-        gains = [_auroc(y[m], fused[m]) - base[g] for g, m in masks.items()]
+        gains = [auroc(y[m], fused[m]) - base[g] for g, m in masks.items()]
         return min(gains), float(np.mean(gains)), -share
 
     return max(COSINE_SHARES, key=key)
@@ -96,17 +103,15 @@ def choose_fusion(ce_logits: np.ndarray, cosine: np.ndarray, y: np.ndarray, grou
     if len(names) < 2:
         raise ConfigError(f"fusion is chosen across domains and needs at least 2 groups with {MIN_GROUP_PAIRS}+ "
                           f"pairs of both classes; got {names or 'none'} (check --group-by)")
-    mean_ce, sd_ce = float(ce_logits.mean()), float(ce_logits.std()) or 1.0
-    mean_cos, sd_cos = float(cosine.mean()), float(cosine.std()) or 1.0
-    z_ce, z_cos = (ce_logits - mean_ce) / sd_ce, (cosine - mean_cos) / sd_cos
+    z_ce = (ce_logits - ce_logits.mean()) / (float(ce_logits.std()) or 1.0)
+    z_cos = (cosine - cosine.mean()) / (float(cosine.std()) or 1.0)
     share = _best_share(z_ce, z_cos, y, g, names)
-    head = FusionHead(weights=((1.0 - share) / sd_ce, share / sd_cos),
-                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos))
+    head = head_for_share(share, ce_logits, cosine)
     fused = head.combine(ce_logits, cosine)
     per_group = {name: {"pairs": int((g == name).sum()),
-                        "auroc_cross_encoder": _auroc(y[g == name], ce_logits[g == name]),
-                        "auroc_biencoder": _auroc(y[g == name], cosine[g == name]),
-                        "auroc_fused": _auroc(y[g == name], fused[g == name])} for name in names}
+                        "auroc_cross_encoder": auroc(y[g == name], ce_logits[g == name]),
+                        "auroc_biencoder": auroc(y[g == name], cosine[g == name]),
+                        "auroc_fused": auroc(y[g == name], fused[g == name])} for name in names}
     left_out = {}
     for name in names:
         others = [n for n in names if n != name]
@@ -116,7 +121,7 @@ def choose_fusion(ce_logits: np.ndarray, cosine: np.ndarray, y: np.ndarray, grou
         held_share = _best_share(z_ce[keep], z_cos[keep], y[keep], g[keep], others)
         held = (1.0 - held_share) * z_ce + held_share * z_cos
         left_out[name] = {"cosine_share": held_share,
-                          "auroc_fused": _auroc(y[g == name], held[g == name]),
+                          "auroc_fused": auroc(y[g == name], held[g == name]),
                           "auroc_biencoder": per_group[name]["auroc_biencoder"]}
     return FusionChoice(head=head, cosine_share=share, per_group=per_group, leave_one_out=left_out)
 

@@ -12,7 +12,7 @@ from models.deps import require
 from models.types import Verdict
 from training.data import LabelledPair
 
-__all__ = ["binary_labels", "compute_metrics", "expected_calibration_error", "reliability_bins"]
+__all__ = ["auroc", "binary_labels", "compute_metrics", "expected_calibration_error", "reliability_bins"]
 
 ECE_BINS = 15
 
@@ -42,10 +42,15 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int 
                      for r in reliability_bins(probs, labels, bins)))
 
 
+def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve (both classes must be present)."""
+    return float(require("sklearn.metrics", "train").roc_auc_score(labels, scores))
+
+
 def _safe_auroc(labels: np.ndarray, scores: np.ndarray) -> float | None:
     if labels.size == 0 or labels.min() == labels.max():
         return None
-    return float(require("sklearn.metrics", "train").roc_auc_score(labels, scores))
+    return auroc(labels, scores)
 
 
 def compute_metrics(

@@ -128,21 +128,30 @@ def measure_llm_accuracy(human: PairSet, llm: PairSet) -> tuple[float, int]:
     return sum(a == b for a, b in both) / len(both), len(both)
 
 
-def _with_llm_labels(fit_pairs: Sequence[LabelledPair], fit_logits: np.ndarray, excluded_queries: set[str],
-                     human: Sequence[LabelledPair], llm: LLMLabels | None,
-                     llm_logits: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _with_llm_labels(grader: CrossEncoderGrader, fit_pairs: Sequence[LabelledPair], fit_logits: np.ndarray,
+                     excluded_queries: set[str], human: Sequence[LabelledPair],
+                     llm: LLMLabels | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Logits, labels and weights for fitting the map: the human fit pairs (weight 1) plus the LLM pairs not
-    already labelled by a person and not of a held-out test query (weight ``llm.weight``)."""
+    already labelled by a person and not of a held-out test query (weight ``llm.weight``; only those are scored)."""
     y = binary_labels(fit_pairs)
-    if llm is None or llm_logits is None or llm.weight == 0.0:
+    if llm is None or llm.weight == 0.0:
         return fit_logits, y, np.ones(len(fit_pairs)), 0
     seen = {(p.query, p.text) for p in human}
-    keep = np.array([(p.query, p.text) not in seen and p.query_id not in excluded_queries for p in llm.data.pairs])
-    if not keep.any():
+    extra = [p for p in llm.data.pairs if (p.query, p.text) not in seen and p.query_id not in excluded_queries]
+    if not extra:
         return fit_logits, y, np.ones(len(fit_pairs)), 0
-    extra_y = binary_labels(llm.data.pairs)[keep]
-    return (np.concatenate([fit_logits, llm_logits[keep]]), np.concatenate([y, extra_y]),
-            np.concatenate([np.ones(len(fit_pairs)), np.full(int(keep.sum()), llm.weight)]), int(keep.sum()))
+    extra_logits = grader.score_pairs([(p.query, p.text) for p in extra]).logits
+    return (np.concatenate([fit_logits, extra_logits]), np.concatenate([y, binary_labels(extra)]),
+            np.concatenate([np.ones(len(fit_pairs)), np.full(len(extra), llm.weight)]), len(extra))
+
+
+def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | None) -> ConfigError:
+    """The error for a target no band can be shown to hold, saying whether more labels would help."""
+    how = (f"about {need} labelled pairs of this data would be needed (you gave {n_pairs})" if need
+           else "the model's error on this data stays above the target at every escalation level, so "
+                "more labels will not help; raise --target-error or use --target-escalation")
+    return ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
+                       f">= {1 - delta:.0%} on these {n_pairs} pairs: {how}. Nothing was written.")
 
 
 def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: float | None = 0.05,
@@ -168,8 +177,6 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
                           f"got {len(pairs)} pairs, {int(y.sum())} relevant")
     if logits is None:
         logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
-    llm_logits = (grader.score_pairs([(p.query, p.text) for p in llm_labels.data.pairs]).logits
-                  if llm_labels is not None and llm_labels.data.pairs else None)
     g = np.asarray(groups) if groups is not None else None
     n_queries = len({p.query_id for p in pairs})
     if delta is not None and target_error is not None and n_queries < MIN_GUARANTEE_QUERIES:
@@ -185,12 +192,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         found = fixed_sequence_test(label_free_bands(probs, grader.policy.decision), probs, y, target_error, delta,
                                     groups=g)
         if found is None:
-            need = labels_needed(probs, y, target_error, delta)
-            how = (f"about {need} labelled pairs of this data would be needed (you gave {len(pairs)})" if need
-                   else "the model's error on this data stays above the target at every escalation level, so "
-                        "more labels will not help; raise --target-error or use --target-escalation")
-            raise ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
-                              f">= {1 - delta:.0%} on these {len(pairs)} pairs: {how}. Nothing was written.")
+            raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta))
         choice, used = found, 0
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
         metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)"}
@@ -200,24 +202,19 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
             raise ConfigError("the fit half of the calibration data needs relevant and irrelevant pairs; label more "
                               "pairs or more queries")
         test_queries = {pairs[i].query_id for i in test}
-        fx, fy, fw, used = _with_llm_labels([pairs[i] for i in fit], logits[fit], test_queries, pairs, llm_labels,
-                                            llm_logits)
+        fx, fy, fw, used = _with_llm_labels(grader, [pairs[i] for i in fit], logits[fit], test_queries, pairs,
+                                            llm_labels)
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
                                  groups=None if g is None else g[test])
         if not choice.feasible:
-            need = choice.labels_needed
-            how = (f"about {need} labelled pairs of this data would be needed (you gave {len(pairs)})" if need
-                   else "the model's error on this data stays above the target at every escalation level, so "
-                        "more labels will not help; raise --target-error or use --target-escalation")
-            raise ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
-                              f">= {1 - delta:.0%} on these {len(pairs)} pairs: {how}. Nothing was written.")
+            raise _infeasible(target_error, delta, len(pairs), choice.labels_needed)
         auto_test = round((1.0 - choice.escalation_rate) * test.size)
         evaluated = [pairs[i] for i in test]
         metrics = compute_metrics(evaluated, probs[test], choice.policy)
     else:
-        fx, fy, fw, used = _with_llm_labels(pairs, logits, set(), pairs, llm_labels, llm_logits)
+        fx, fy, fw, used = _with_llm_labels(grader, pairs, logits, set(), pairs, llm_labels)
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g)
