@@ -31,16 +31,17 @@ KEPT_FIELDS = ("id", "query_id", "chunk_id")
 MAX_LINE_CHARS = 1_000_000
 
 
+def _pair_problem(record: Any) -> str | None:
+    if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
+            or not isinstance(record.get("text"), str) or not record["query"].strip():
+        return "each line needs a non-empty string 'query' and a string 'text'"
+    return None
+
+
 def _pairs(path: Path, skipped: list[tuple[int, str]] | None,
            max_line_chars: int) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
-    for number, record in iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped):
-        if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
-                or not isinstance(record.get("text"), str) or not record["query"].strip():
-            problem = f"{path}:{number}: each line needs a non-empty string 'query' and a string 'text'"
-            if skipped is None:
-                raise DataError(problem)
-            skipped.append((number, problem))
-            continue
+    for number, record in iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped,
+                                          check=_pair_problem):
         kept = {"id": number, **{k: record[k] for k in KEPT_FIELDS if k in record}}
         yield number, record["query"], record["text"], kept
 

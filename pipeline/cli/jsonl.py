@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +13,13 @@ __all__ = ["iter_json_lines"]
 
 
 def iter_json_lines(path: Path, *, what: str = "file", max_line_chars: int | None = None,
-                    errors: list[tuple[int, str]] | None = None) -> Iterator[tuple[int, Any]]:
+                    errors: list[tuple[int, str]] | None = None,
+                    check: Callable[[Any], str | None] | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for every non-blank line, read lazily; bad JSON is a DataError.
 
     ``max_line_chars`` bounds memory: a longer line is never held whole (it is read past in pieces) and is an
-    error. With an ``errors`` list, bad lines are appended to it as (line, reason) and skipped instead."""
+    error. ``check`` returns what is wrong with a parsed value (None when it is fine): also an error for that
+    line. With an ``errors`` list, bad lines are appended to it as (line, reason) and skipped instead."""
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
@@ -40,11 +42,14 @@ def iter_json_lines(path: Path, *, what: str = "file", max_line_chars: int | Non
                     value = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
+                problem = check(value) if check is not None else None
+                if problem:
+                    raise DataError(f"{path}:{number}: {problem}")
             except UnicodeDecodeError as exc:
-                problem = DataError(f"{path}:{number}: not UTF-8 ({exc.reason})")
+                undecodable = DataError(f"{path}:{number}: not UTF-8 ({exc.reason})")
                 if errors is None:
-                    raise problem from exc
-                errors.append((number, str(problem)))
+                    raise undecodable from exc
+                errors.append((number, str(undecodable)))
                 return  # the decoder cannot resynchronise reliably: stop at the first undecodable byte
             except DataError as exc:
                 if errors is None:

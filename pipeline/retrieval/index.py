@@ -45,6 +45,9 @@ HIDDEN_DEPTH = 200
 CHUNK_COLUMNS = ("chunk_id", "tenant", "source", "title", "position", "status", "effective_date", "authority")
 SELECT_CHUNK = ("SELECT rowid, chunk_id, tenant, source, title, position, allowed_roles, status, effective_date, "
                 "authority, metadata, text FROM chunks")
+SELECT_CHUNK_AND_VECTOR = ("SELECT c.rowid, c.chunk_id, c.tenant, c.source, c.title, c.position, c.allowed_roles, "
+                           "c.status, c.effective_date, c.authority, c.metadata, c.text, v.vector FROM chunks c "
+                           "LEFT JOIN vectors v ON v.rowid = c.rowid WHERE c.tenant = ? AND c.chunk_id = ?")
 
 
 class Retriever(Protocol):
@@ -225,12 +228,10 @@ class LocalHybridIndex:
         """Stored (chunk, vector) for the chunks' keys that exist."""
         out: dict[tuple[str, str], tuple[Any, Any]] = {}
         for chunk in chunks:
-            row = conn.execute(SELECT_CHUNK + " WHERE tenant = ? AND chunk_id = ?",
-                               (chunk.tenant, chunk.chunk_id)).fetchone()
+            row = conn.execute(SELECT_CHUNK_AND_VECTOR, (chunk.tenant, chunk.chunk_id)).fetchone()
             if row is not None:
-                blob = conn.execute("SELECT vector FROM vectors WHERE rowid = ?", (row[0],)).fetchone()
-                out[(chunk.tenant, chunk.chunk_id)] = (_chunk_from_row(row),
-                                                       np.frombuffer(blob[0], dtype=np.float32) if blob else None)
+                out[(chunk.tenant, chunk.chunk_id)] = (
+                    _chunk_from_row(row[:-1]), None if row[-1] is None else np.frombuffer(row[-1], dtype=np.float32))
         return out
 
     def _claim_embedder(self, conn: Any, vectors: dict[Any, np.ndarray]) -> None:
