@@ -1,14 +1,19 @@
-"""Grading latency of the shipped default bundle against sentence-transformers CrossEncoder, in one run.
+"""Grading latency against sentence-transformers CrossEncoder, interleaved in one run, 2 threads in all.
 
-Measures, on this machine with N threads, 20 chunks of 256 tokens per call:
-- CrossEncoder.predict (torch fp32) on the all-MiniLM-L6-v2 weights (CrossEncoder cannot load the
+Contenders, each called once per round, rounds interleaved so that a noisy machine hits all alike:
+- ``CrossEncoder.predict`` (torch fp32) on the all-MiniLM-L6-v2 weights (CrossEncoder cannot load the
   grader's segment-pooling head; the encoder and its FLOPs are the same);
-- ONNX fp32 and dynamic int8 exported from those same weights (same run, temp dir);
-- the shipped default bundle (int8), and the same with fewer layers as a lever;
-- a mixed-length batch with and without length bucketing;
-- achieved FLOP/s of each against a measured fp32 GEMM peak (numpy 2048x2048).
+- the same weights exported to dynamic int8 ONNX, graded the way crag grades: one pair per call on
+  single-thread sessions side by side (``OnnxGrader``'s pool), and the old way (one two-thread session,
+  pairs one after another) for comparison;
+- the shipped default bundle as users get it (cross-encoder + the fused bi-encoder cosine), caches emptied
+  before every call so that nothing is reused.
+Two workloads: 20 chunks of 256 tokens, and 20 chunks of mixed length (40-250 tokens). Reports p50/p95,
+the median of the per-round speed-up over CrossEncoder, achieved GFLOP/s against measured fp32 (numpy
+GEMM) and int8 (onnxruntime MatMulInteger) peaks, the cost of tokenisation per pair, and the largest score
+difference between the pool and one pair at a time (0 means grades are bit-identical).
 
-Run: python bench/bench_grade.py [--threads 2] [--repeats 30] [--json bench/results.json]
+Run: python bench/bench_grade.py [--threads 2] [--rounds 30] [--json bench/results_grade.json]
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QUERY = "what does the grader return for a retrieved passage?"
+WORDS = ("the", "grader", "reads", "a", "query", "and", "a", "retrieved", "passage", "and", "returns", "a",
+         "calibrated", "probability", "that", "the", "passage", "answers", "the", "question", "while", "uncertain",
+         "chunks", "go", "to", "an", "llm")
 
 
-def gemm_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
+def fp32_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
     """fp32 GFLOP/s of a square matmul with numpy on ``threads`` threads."""
     from threadpoolctl import threadpool_limits
 
@@ -40,6 +48,29 @@ def gemm_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
     with threadpool_limits(limits=threads):
         a @ b
         best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def int8_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
+    """int8 GOP/s of onnxruntime's MatMulInteger (u8 x s8, the kernels dynamic int8 models use)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["c"])], "peak",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [n, n]),
+         helper.make_tensor_value_info("b", TensorProto.INT8, [n, n])],
+        [helper.make_tensor_value_info("c", TensorProto.INT32, [n, n])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(onnx._serialize(model) if hasattr(onnx, "_serialize") else
+                                   model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.integers(0, 255, (n, n), dtype=np.uint8), "b": rng.integers(-127, 127, (n, n), dtype=np.int8)}
+    session.run(None, feeds)
+    best = min(_timed(lambda: session.run(None, feeds)) for _ in range(repeats))
     return 2 * n**3 / best / 1e9
 
 
@@ -56,121 +87,121 @@ def model_flops(layers: int, hidden: int, intermediate: int, seq: int) -> float:
     return layers * (per_token * seq + attention)
 
 
-def chunk_text(encoder, tokens: int) -> str:
-    """A text that tokenises (with the query) to at least ``tokens`` tokens."""
-    words = [
-        "the", "grader", "reads", "a", "query", "and", "a", "retrieved", "passage", "and", "returns", "a",
-        "calibrated", "probability", "that", "the", "passage", "answers", "the", "question", "while",
-        "uncertain", "chunks", "go", "to", "an", "llm"
-    ]
-    text, i = "", 0
-    target = min(tokens, encoder.max_length)  # counts are capped at max_length (truncation)
-    while encoder.token_count(QUERY, text) < target:
-        text += " " + words[i % len(words)]
+def chunk_text(encoder, tokens: int, offset: int = 0) -> str:
+    """A text that tokenises (with the query) to about ``tokens`` tokens."""
+    words, i = [], offset
+    target = min(tokens, encoder.max_length)
+    while encoder.token_count(QUERY, " ".join(words)) < target:
+        words.append(WORDS[i % len(WORDS)])
         i += 1
-    return text.strip()
+    return " ".join(words)
 
 
-def stats_ms(samples: list[float]) -> dict[str, float]:
-    ms = sorted(1000 * s for s in samples)
-    return {"p50_ms": statistics.median(ms), "p95_ms": float(np.percentile(ms, 95)), "min_ms": ms[0]}
+class SequentialSessions:
+    """The pre-pool way, for comparison: one session with ``threads`` intra-op threads, pairs in turn."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.workers = 1
+
+    def run(self, feeds):
+        return self.session.run(None, {k: feeds[k] for k in self.input_names})[0]
+
+    def map(self, fn, items):
+        return [fn(item) for item in items]
 
 
 def run(args: argparse.Namespace) -> dict:
     import torch
+    from sentence_transformers import CrossEncoder
 
     from grader.factory import load_grader
     from grader.onnx_backend import OnnxGrader
+    from grader.session_pool import SessionPool
     from models.bundle import read_bundle
     from models.registry import resolve_bundle
+    from training.base_models import resolve_base
+    from training.export import _onnx_export, _quantize
 
     torch.set_num_threads(args.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    default = load_grader("default", threads=args.threads)  # int8: one pair per run (batch-independent)
-    batched = load_grader("default", threads=args.threads, batch_size=args.chunks)
-    seq = default.encoder.max_length
-    chunks = [chunk_text(default.encoder, seq)] * args.chunks
-    timings: dict[str, dict] = {}
+    default = load_grader("default", threads=args.threads, cache_pairs=0)
+    encoder = default.encoder
+    seq = encoder.max_length
+    rng = np.random.default_rng(0)
+    workloads = {
+        "256 tokens": [chunk_text(encoder, seq, offset=i) for i in range(args.chunks)],
+        "mixed 40-250 tokens": [chunk_text(encoder, int(n), offset=i)
+                                for i, n in enumerate(rng.integers(40, 251, args.chunks))],
+    }
+    lengths = {name: [encoder.token_count(QUERY, c) for c in chunks] for name, chunks in workloads.items()}
+    flops = {name: sum(model_flops(6, 384, 1536, n) for n in ns) for name, ns in lengths.items()}
 
-    def bench(name: str, fn, flops_per_call: float) -> None:
-        fn()
-        samples = [_timed(fn) for _ in range(args.repeats)]
-        row = stats_ms(samples)
-        row["gflops_per_s"] = flops_per_call / (row["p50_ms"] / 1000) / 1e9
-        timings[name] = row
-        print(f"{name:38s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
-              f"{row['gflops_per_s']:6.1f} GFLOP/s", flush=True)
+    # same weights on both sides: the base model, as CrossEncoder loads it and as crag exports it
+    ce = CrossEncoder(str(resolve_base("default-base")), num_labels=1, max_length=seq, device="cpu",
+                      local_files_only=True)
+    tmp = Path(tempfile.mkdtemp())
+    _onnx_export(ce.model, tmp / "m.onnx")
+    _quantize(tmp / "m.onnx", tmp / "m.int8.onnx")
+    bundle = read_bundle(resolve_bundle("default"))
 
-    flops = args.chunks * model_flops(6, 384, 1536, seq)
-    peak = gemm_peak(args.threads)
-    print(f"fp32 GEMM peak (numpy 2048^3, {args.threads} threads): {peak:.1f} GFLOP/s", flush=True)
-    print(f"model: 6 layers, 384 hidden, {args.chunks} chunks x {seq} tokens = {flops / 1e9:.1f} GFLOP per call")
+    def same_weights(sessions) -> OnnxGrader:
+        grader = OnnxGrader(bundle, threads=args.threads, cache_pairs=0)
+        grader.sessions, grader.fusion = sessions, None  # the base weights' logit, no fused cosine
+        return grader
 
-    from sentence_transformers import CrossEncoder
-
-    from training.base_models import resolve_base
-
-    # CrossEncoder cannot load the grader's segment-pooling head, so both sides use the same base weights:
-    # identical encoder, identical FLOPs (the head is one dot product).
-    torch_dir = resolve_base("default-base")
-
-    ce = CrossEncoder(str(torch_dir), num_labels=1, max_length=seq, device="cpu", local_files_only=True)
-    pairs = [(QUERY, c) for c in chunks]
-    bench("sentence-transformers CrossEncoder", lambda: ce.predict(pairs, batch_size=args.chunks,
-                                                                   show_progress_bar=False), flops)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        from training.export import _onnx_export, _quantize
-
-        fp32 = Path(tmp) / "m.onnx"
-        _onnx_export(ce.model, fp32)
-        _quantize(fp32, Path(tmp) / "m.int8.onnx")
-        bundle = read_bundle(resolve_bundle("default"))
-        for variant, path in (("fp32", fp32), ("int8", Path(tmp) / "m.int8.onnx")):
-            g = OnnxGrader(bundle, threads=args.threads, batch_size=args.chunks)
-            g.session = _session(path, args.threads)
-            g._inputs = [i.name for i in g.session.get_inputs()]
-            bench(f"crag ONNX {variant}, batch 20 (same weights)", lambda g=g: g.grade(QUERY, chunks), flops)
-
-    bench("crag default bundle (int8, per pair)", lambda: default.grade(QUERY, chunks), flops)
-    bench("crag default bundle (int8, batch 20)", lambda: batched.grade(QUERY, chunks), flops)
-    one = [chunks[0]]
-    bench("crag default bundle, 1 chunk", lambda: default.grade(QUERY, one), flops / args.chunks)
-
-    mixed = [chunk_text(default.encoder, n) for n in np.linspace(16, seq, args.chunks).astype(int)]
-    mixed_flops = sum(model_flops(6, 384, 1536, default.encoder.token_count(QUERY, c)) for c in mixed)
-    padded_flops = args.chunks * model_flops(6, 384, 1536, seq)
-    bucketed = load_grader("default", threads=args.threads, batch_size=4)
-    bench("default, mixed lengths, bucketed b=4", lambda: bucketed.grade(QUERY, mixed), mixed_flops)
-    whole = load_grader("default", threads=args.threads, batch_size=args.chunks)
-    bench("default, mixed lengths, one batch", lambda: whole.grade(QUERY, mixed), mixed_flops)
-    print(f"  (a batch padded to {seq} would cost {padded_flops / 1e9:.1f} GFLOP; the real tokens cost "
-          f"{mixed_flops / 1e9:.1f})")
-
-    for layers in (4, 3):
-        path = Path(tempfile.mkdtemp()) / f"l{layers}.onnx"
-        ce.model.bert.encoder.layer = ce.model.bert.encoder.layer[:layers]
-        _onnx_export(ce.model, path)
-        _quantize(path, path.with_suffix(".int8.onnx"))
-        g = OnnxGrader(read_bundle(resolve_bundle("default")), threads=args.threads)
-        g.session = _session(path.with_suffix(".int8.onnx"), args.threads)
-        g._inputs = [i.name for i in g.session.get_inputs()]
-        bench(f"int8, first {layers} layers (speed only)", lambda g=g: g.grade(QUERY, chunks),
-              args.chunks * model_flops(layers, 384, 1536, seq))
-
-    return {"threads": args.threads, "chunks": args.chunks, "tokens_per_chunk": seq, "gemm_peak_gflops": peak,
-            "gflop_per_call": flops / 1e9, "timings": timings,
-            "machine": {"cpus": os.cpu_count(), "platform": sys.platform}}
+    pooled = same_weights(SessionPool(tmp / "m.int8.onnx", args.threads))
+    sequential = same_weights(SequentialSessions(tmp / "m.int8.onnx", args.threads))
+    contenders = {
+        "sentence-transformers CrossEncoder.predict (torch fp32)":
+            lambda chunks: ce.predict([(QUERY, c) for c in chunks], batch_size=len(chunks), show_progress_bar=False),
+        "same weights, crag int8 per pair, pool of 1-thread sessions": lambda chunks: pooled.grade(QUERY, chunks),
+        "same weights, crag int8 per pair, one 2-thread session (before)":
+            lambda chunks: sequential.grade(QUERY, chunks),
+        "default bundle as shipped (fused cosine, pool, caches emptied)": lambda chunks: _cold(default, chunks),
+    }
+    results: dict[str, dict] = {}
+    for workload, chunks in workloads.items():
+        for fn in contenders.values():
+            fn(chunks)  # warm-up
+        samples: dict[str, list[float]] = {name: [] for name in contenders}
+        for _ in range(args.rounds):
+            for name, fn in contenders.items():
+                samples[name].append(_timed(lambda fn=fn, chunks=chunks: fn(chunks)))
+        baseline = samples[next(iter(contenders))]
+        rows = {}
+        for name, values in samples.items():
+            ms = sorted(1000 * v for v in values)
+            rows[name] = {"p50_ms": statistics.median(ms), "p95_ms": float(np.percentile(ms, 95)),
+                          "speedup_vs_crossencoder": statistics.median(b / v for b, v in zip(baseline, values,
+                                                                                             strict=True)),
+                          "gflops_per_s": flops[workload] / statistics.median(values) / 1e9}
+            print(f"{workload:20s} {name:66s} p50 {rows[name]['p50_ms']:7.1f} ms  p95 {rows[name]['p95_ms']:7.1f} ms"
+                  f"  x{rows[name]['speedup_vs_crossencoder']:.2f}", flush=True)
+        alone = np.array([sequential.grade(QUERY, [c])[0].logit for c in chunks])
+        together = np.array([g.logit for g in pooled.grade(QUERY, chunks)])
+        results[workload] = {"tokens_per_pair": {"min": min(lengths[workload]), "max": max(lengths[workload]),
+                                                 "mean": statistics.fmean(lengths[workload])},
+                             "gflop_per_call": flops[workload] / 1e9, "timings": rows,
+                             "max_logit_diff_pool_vs_one_at_a_time": float(np.abs(alone - together).max())}
+    tokenise = [_timed(lambda: encoder.encode_windows([(QUERY, c) for c in workloads["mixed 40-250 tokens"]],
+                                                      max_windows=4, batch_size=1)) for _ in range(args.rounds)]
+    return {"threads": args.threads, "chunks": args.chunks, "rounds": args.rounds,
+            "fp32_peak_gflops": fp32_peak(args.threads), "int8_peak_gops": int8_peak(args.threads),
+            "tokenise_ms_per_pair": 1000 * statistics.median(tokenise) / args.chunks,
+            "workloads": results, "machine": {"cpus": os.cpu_count(), "platform": sys.platform}}
 
 
-def _session(path: Path, threads: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+def _cold(grader, chunks):
+    """Grade with nothing reused: the shared embedding cache is emptied first."""
+    grader.fusion_embedder.cache.clear()
+    return grader.grade(QUERY, chunks)
 
 
 def main() -> None:
@@ -178,10 +209,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--chunks", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     result = run(args)
+    print(json.dumps({k: v for k, v in result.items() if k != "workloads"}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 

@@ -3,7 +3,8 @@
 Starts a real `crag serve` worker (the shipped int8 grader, demo corpus), then runs closed-loop async
 clients at several concurrency levels for a fixed time each. The same payload is also graded in this
 process by the grader directly, one request after another, which gives the raw speed the service is
-compared against (requests/s through HTTP / requests/s of the bare grader).
+compared against (requests/s through HTTP / requests/s of the bare grader). Every request asks a
+different question (a request number is appended), so the grader's pair cache never answers one.
 
 Run: python bench/load_test.py [--seconds 20] [--concurrency 1 4 16] [--chunks 8] [--wait-ms 0 5]
      [--workers 2 --threads 1]
@@ -35,7 +36,7 @@ def raw_speed(payload: dict, seconds: float) -> dict:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t0 = time.perf_counter()
-        grader.grade(QUERY, texts)
+        grader.grade(f"{QUERY} (request {len(times)})", texts)
         times.append(time.perf_counter() - t0)
     return {"requests_per_s": round(len(times) / sum(times), 2), "p50_ms": round(1000 * percentile(times, 0.5), 1),
             "p99_ms": round(1000 * percentile(times, 0.99), 1)}
@@ -45,14 +46,17 @@ async def load(url: str, headers: dict, payload: dict, concurrency: int, seconds
     latencies: list[float] = []
     statuses: dict[str, int] = {}
     errors = 0
+    sent = [0]
     end = time.monotonic() + seconds
 
     async def client(http: httpx.AsyncClient) -> None:
         nonlocal errors
         while time.monotonic() < end:
             t0 = time.perf_counter()
+            sent[0] += 1
             try:
-                response = await http.post(url + "/v1/grade", json=payload, headers=headers)
+                response = await http.post(url + "/v1/grade", headers=headers,
+                                           json={**payload, "query": f"{payload['query']} (request {sent[0]})"})
                 statuses[str(response.status_code)] = statuses.get(str(response.status_code), 0) + 1
                 latencies.append(time.perf_counter() - t0)
             except httpx.HTTPError:

@@ -29,13 +29,15 @@ class Service:
              "--rate-per-minute", "1000000", "--no-access-log", *extra],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 180
+        started = time.monotonic()
+        deadline = started + 180
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"crag serve exited with {self.proc.returncode}; see {self.log.name}")
             try:
                 with urllib.request.urlopen(self.url + "/readyz", timeout=2) as response:
                     if response.status == 200:
+                        self.ready_seconds = time.monotonic() - started
                         return
             except OSError:
                 time.sleep(0.5)

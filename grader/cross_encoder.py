@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.bounded_cache import BoundedCache, content_key
 from grader.calibration import Calibrator, calibrator_from_dict
 from grader.echo import repeats_query
 from grader.encoding import EncodedBatch, PairEncoder
@@ -24,7 +25,7 @@ from models.bundle import Bundle
 from models.errors import ConfigError
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 
-__all__ = ["CrossEncoderGrader", "DataShiftWarning", "ScoredPairs", "validate_query"]
+__all__ = ["DEFAULT_CACHE_PAIRS", "CrossEncoderGrader", "DataShiftWarning", "ScoredPairs", "validate_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ def validate_query(query: object) -> str:
 
 
 DEFAULT_MAX_WINDOWS = 4
+DEFAULT_CACHE_PAIRS = 4096  # scores of recent (query, text) pairs kept for reuse: ~100 bytes each
 
 
 def _rule_grade(chunk: Chunk, reason: str) -> Grade:
@@ -76,6 +78,8 @@ class CrossEncoderGrader:
         policy: ThresholdPolicy | None = None,
         calibrator: Calibrator | None = None,
         max_windows: int = DEFAULT_MAX_WINDOWS,
+        cache_pairs: int = DEFAULT_CACHE_PAIRS,
+        threads: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -84,6 +88,9 @@ class CrossEncoderGrader:
                               f"got {max_windows!r}")
         self.bundle = bundle
         self.batch_size = batch_size
+        # (logit, unread, windows read, cross-encoder logit, cosine) per recent pair, reused exactly
+        self.cache: BoundedCache[tuple[float, bool, int, float, float]] = BoundedCache(cache_pairs)
+        self.pairs_scored = 0  # pairs the model actually read (cache hits excluded)
         self.max_windows = max_windows
         manifest = bundle.manifest
         self.encoder = PairEncoder(bundle.file("tokenizer.json"), manifest.max_length)
@@ -98,7 +105,8 @@ class CrossEncoderGrader:
 
             # the grader's manifest already verified these files; one text per call, so that a cosine does not
             # depend on its batch mates (dynamic int8 quantisation, see grader.onnx_backend)
-            self.fusion_embedder = OnnxMiniLMEmbedder(bundle.path / self.fusion.embedder, verify=False, batch_size=1)
+            self.fusion_embedder = OnnxMiniLMEmbedder(bundle.path / self.fusion.embedder, verify=False, batch_size=1,
+                                                      threads=threads)
 
     def shift_status(self) -> ShiftStatus | None:
         """Whether the chunks graded lately look like the calibration data (None: the bundle has no reference)."""
@@ -120,29 +128,62 @@ class CrossEncoderGrader:
     def _logits(self, batch: EncodedBatch) -> np.ndarray:
         raise NotImplementedError
 
+    def _run_batches(self, batches: Sequence[EncodedBatch]) -> list[tuple[np.ndarray, float]]:
+        """Logits and seconds of each batch; a backend that can use several cores at once overrides this."""
+        out = []
+        for batch in batches:
+            t0 = time.perf_counter()
+            out.append((self._logits(batch), time.perf_counter() - t0))
+        return out
+
     def score_pairs(self, pairs: Sequence[tuple[str, str]], *, batch_size: int | None = None) -> ScoredPairs:
         """Raw logits for many (query, text) pairs, in input order, with per-batch timings.
 
         A text longer than the model's window is read in up to ``max_windows`` overlapping windows and
         its logit is the best window's (the answer may sit anywhere in a long page). A fused bundle then
-        mixes in the frozen bi-encoder's cosine (:mod:`grader.fusion`)."""
-        n = len(pairs)
-        batch_seconds: list[float] = []
+        mixes in the frozen bi-encoder's cosine (:mod:`grader.fusion`). Pairs scored lately come from the
+        cache (exactly the same numbers: a pair's score does not depend on what it is graded with); a
+        ``batch_size`` other than the grader's own bypasses the cache."""
         start = time.perf_counter()
-        windows, batches = self.encoder.encode_windows(pairs, max_windows=self.max_windows,
-                                                       batch_size=batch_size or self.batch_size)
+        use_cache = batch_size in (None, self.batch_size) and self.cache.max_items > 0
+        keys = [content_key(q, t) for q, t in pairs]
+        rows = [self.cache.get(k) if use_cache else None for k in keys]
+        todo: dict[bytes, int] = {}  # a pair asked for twice in one call is scored once
+        for i, row in enumerate(rows):
+            if row is None:
+                todo.setdefault(keys[i], i)
+        batch_seconds: list[float] = []
+        if todo:
+            fresh = self._score_fresh([pairs[i] for i in todo.values()], batch_size or self.batch_size, batch_seconds)
+            by_key = dict(zip(todo, fresh, strict=True))
+            if use_cache:
+                self.cache.put_many(by_key.items())
+            rows = [by_key[keys[i]] if row is None else row for i, row in enumerate(rows)]
+        seconds = time.perf_counter() - start
+        if not pairs:
+            return ScoredPairs(np.zeros(0), np.zeros(0, dtype=bool), seconds, batch_seconds, np.zeros(0, np.int64))
+        logits, unread, read, ce, cosine = (np.asarray(column) for column in zip(*rows, strict=True))
+        return ScoredPairs(logits.astype(np.float64), unread.astype(bool), seconds, batch_seconds,
+                           read.astype(np.int64), fusion_inputs=None if self.fusion is None else (ce, cosine))
+
+    def _score_fresh(self, pairs: Sequence[tuple[str, str]], batch_size: int,
+                     batch_seconds: list[float]) -> list[tuple[float, bool, int, float, float]]:
+        """Model scores of pairs not in the cache: (logit, unread, windows read, ce logit, cosine) each."""
+        self.pairs_scored += len(pairs)
+        windows, batches = self.encoder.encode_windows(pairs, max_windows=self.max_windows, batch_size=batch_size)
         window_logits = np.zeros(len(windows.owner), dtype=np.float64)
-        for batch in batches:
-            t0 = time.perf_counter()
-            window_logits[batch.index] = self._logits(batch)
-            batch_seconds.append(time.perf_counter() - t0)
-        logits = np.full(n, -np.inf)
-        np.maximum.at(logits, windows.owner, window_logits)
-        if self.fusion is None or n == 0:
-            return ScoredPairs(logits, windows.unread, time.perf_counter() - start, batch_seconds, windows.read)
-        cosine = cosines(self.fusion_embedder, pairs)
-        return ScoredPairs(self.fusion.combine(logits, cosine), windows.unread, time.perf_counter() - start,
-                           batch_seconds, windows.read, fusion_inputs=(logits, cosine))
+        for batch, (logits_of_batch, seconds) in zip(batches, self._run_batches(batches), strict=True):
+            window_logits[batch.index] = logits_of_batch
+            batch_seconds.append(seconds)
+        ce = np.full(len(pairs), -np.inf)
+        np.maximum.at(ce, windows.owner, window_logits)
+        if self.fusion is None:
+            cosine, logits = np.full(len(pairs), np.nan), ce
+        else:
+            cosine = cosines(self.fusion_embedder, pairs)
+            logits = self.fusion.combine(ce, cosine)
+        return [(float(logits[i]), bool(windows.unread[i]), int(windows.read[i]), float(ce[i]), float(cosine[i]))
+                for i in range(len(pairs))]
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""

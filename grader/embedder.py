@@ -7,20 +7,33 @@ may also use the base model's cosine, which the next training round plans as a f
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 import models
-from grader.onnx_backend import default_threads
+from grader.bounded_cache import BoundedCache, content_key
+from grader.session_pool import SessionPool
 from models.bundle import sha256_file
 from models.deps import require
 from models.errors import BundleError
 
-__all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder"]
+__all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache"]
 
 EMBEDDER_DIR = Path(models.__file__).resolve().parent / "embedders" / "minilm-l6"
+CACHE_VECTORS = 4096  # per model file: ~1.5 kB each
+
+_caches: dict[str, BoundedCache[np.ndarray]] = {}
+_caches_lock = threading.Lock()
+
+
+def embedding_cache(model_sha256: str) -> BoundedCache[np.ndarray]:
+    """The process's cache of vectors computed with one model file (shared by every embedder loading it, so
+    the query a search embedded is not embedded again by a fused grader's cosine)."""
+    with _caches_lock:
+        return _caches.setdefault(model_sha256, BoundedCache(CACHE_VECTORS))
 
 
 class OnnxMiniLMEmbedder:
@@ -38,7 +51,6 @@ class OnnxMiniLMEmbedder:
             for name, entry in manifest.get("files", {}).items():
                 if not (root / name).is_file() or sha256_file(root / name) != entry.get("sha256"):
                     raise BundleError(f"embedder bundle {root}: {name} is missing or does not match its sha256")
-        ort = require("onnxruntime", "onnx")
         tokenizers = require("tokenizers", "onnx")
         self.name = str(manifest.get("name", "all-MiniLM-L6-v2"))
         self.dim = int(manifest.get("dim", 384))
@@ -46,29 +58,44 @@ class OnnxMiniLMEmbedder:
         self.tokenizer = tokenizers.Tokenizer.from_file(str(root / "tokenizer.json"))
         self.tokenizer.enable_truncation(int(manifest.get("max_length", 256)))
         self.tokenizer.no_padding()  # the shipped tokenizer.json pads to a fixed length; we pad per batch
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or default_threads()
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(root / manifest["model_file"]), options,
-                                            providers=["CPUExecutionProvider"])
-        self._inputs = [i.name for i in self.session.get_inputs()]
+        model_file = str(manifest["model_file"])
+        self.sessions = SessionPool(root / model_file, threads, what="embedder model")
+        # one text per call gives each text one vector whatever it is embedded with: only then can it be cached
+        model_sha = str(manifest.get("files", {}).get(model_file, {}).get("sha256", ""))
+        self.cache = embedding_cache(model_sha) if model_sha and self.batch_size == 1 else BoundedCache(0)
+        # names vectors that are bit-identical to this embedder's (an index records it to share its vectors)
+        self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            encoded = self.tokenizer.encode_batch([texts[i] or " " for i in rows])
-            width = max(len(e.ids) for e in encoded)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for r, e in enumerate(encoded):
-                ids[r, : len(e.ids)] = e.ids
-                mask[r, : len(e.ids)] = 1
-            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            (hidden,) = self.session.run(None, {k: feeds[k] for k in self._inputs})
-            weights = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            out[rows] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        keys = [content_key(t) for t in texts]
+        todo: dict[bytes, list[int]] = {}
+        for i, key in enumerate(keys):
+            vector = self.cache.get(key)
+            if vector is None:
+                todo.setdefault(key, []).append(i)
+            else:
+                out[i] = vector
+        if not todo:
+            return out
+        firsts = sorted((rows[0] for rows in todo.values()), key=lambda i: -len(texts[i]))  # longest first
+        batches = [firsts[s : s + self.batch_size] for s in range(0, len(firsts), self.batch_size)]
+        for rows, vectors in zip(batches, self.sessions.map(lambda rows: self._embed_batch(texts, rows), batches),
+                                 strict=True):
+            for i, vector in zip(rows, vectors, strict=True):
+                out[todo[keys[i]]] = vector
+        self.cache.put_many((keys[i], out[i].copy()) for i in firsts)
         return out
+
+    def _embed_batch(self, texts: Sequence[str], rows: Sequence[int]) -> np.ndarray:
+        encoded = self.tokenizer.encode_batch([texts[i] or " " for i in rows])
+        width = max(len(e.ids) for e in encoded)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, e in enumerate(encoded):
+            ids[r, : len(e.ids)] = e.ids
+            mask[r, : len(e.ids)] = 1
+        hidden = self.sessions.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)

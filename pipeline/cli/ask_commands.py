@@ -40,7 +40,7 @@ def _principal(args: argparse.Namespace) -> Principal:
 def demo_index() -> Path:
     """The shipped demo corpus as an index in the cache directory (built on first use, kept in step with the
     corpus: re-indexing unchanged files costs a few lookups and no embedding)."""
-    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index-v2"
+    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index-v3"
     ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
     return root
 

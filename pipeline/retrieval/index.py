@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from grader.bounded_cache import content_key
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.documents import (
@@ -240,10 +241,16 @@ class LocalHybridIndex:
         if not vectors:
             return
         dim = len(next(iter(vectors.values())))
+        identity = getattr(self.embedder, "vector_identity", None)
         if "embedder" not in meta:
             conn.execute("INSERT INTO meta VALUES ('embedder', ?), ('dim', ?)", (self.embedder.name, str(dim)))
+            if identity:
+                conn.execute("INSERT INTO meta VALUES ('embedder_vectors', ?)", (identity,))
             create_vector_table(conn, dim)
             return
+        if meta.get("embedder_vectors") and meta["embedder_vectors"] != identity:
+            # vectors from another build of the same embedder: still comparable, no longer bit-identical
+            conn.execute("DELETE FROM meta WHERE key = 'embedder_vectors'")
         if meta["embedder"] != self.embedder.name or meta.get("dim") != str(dim):
             raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
                             f"dimensions), not {self.embedder.name!r} ({dim}); rebuild it or pass that embedder")
@@ -352,9 +359,21 @@ class LocalHybridIndex:
             top = sorted(fused, key=lambda r: (-fused[r], r))[:k]
             rows = {row[0]: row for row in conn.execute(
                 SELECT_CHUNK + f" WHERE rowid IN ({','.join('?' * len(top))})", top)} if top else {}
+            self._share_vectors(conn, {r: rows[r][-1] for r in top})
             return [(_chunk_from_row(rows[r]), fused[r]) for r in top]
         finally:
             conn.execute("COMMIT")
+
+    def _share_vectors(self, conn: Any, texts: dict[int, str]) -> None:
+        """Put the hits' stored vectors into the embedder's cache, when they are exactly what it would compute
+        (same model file, one text per call): a fused grader's cosine then embeds no retrieved chunk again."""
+        cache = getattr(self.embedder, "cache", None)
+        identity = getattr(self.embedder, "vector_identity", None)
+        if not texts or cache is None or not identity or self._meta(conn).get("embedder_vectors") != identity:
+            return
+        stored = conn.execute(f"SELECT rowid, vector FROM vectors WHERE rowid IN ({','.join('?' * len(texts))})",
+                              list(texts)).fetchall()
+        cache.put_many((content_key(texts[r]), np.frombuffer(v, dtype=np.float32)) for r, v in stored)
 
     def _lexical(self, conn: Any, query: str, where: str, params: list[Any], limit: int) -> list[int]:
         """Row ids of the best BM25 matches among the allowed, filtered chunks."""

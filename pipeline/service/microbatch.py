@@ -1,9 +1,10 @@
 """Micro-batching: one worker thread owns the grader and scores the requests of concurrent callers together.
 
 Requests wait at most ``max_wait_ms`` for batch mates (or until ``max_pairs`` pairs are queued). One
-owner thread also means the model's intra-op threads never compete with each other on a small machine.
-With the default int8 bundle each pair is still scored on its own (see ``OnnxGrader``), so a caller's
-grades never depend on another caller's chunks; the gain is less contention and less per-call overhead.
+owner thread hands each micro-batch to the grader, whose pool of single-thread sessions grades its pairs
+side by side (:mod:`grader.session_pool`): every core is busy, sessions never compete for a core with
+other callers' threads, and with the default int8 bundle each pair is still scored on its own, so a
+caller's grades never depend on another caller's chunks. Pairs repeated across requests are scored once.
 """
 
 from __future__ import annotations

@@ -32,12 +32,40 @@ def test_grades_in_input_order_with_calibrated_probabilities(grader):
     assert chunks[0] == IRRELEVANT  # inputs untouched
 
 
-def test_a_grade_does_not_depend_on_the_other_chunks(grader):
-    """int8 runs one pair per call by default, so batch mates cannot shift a chunk's activation scale."""
-    assert grader.batch_size == 1
-    alone = grader.grade(QUERY, [RELEVANT])[0].probability
-    crowded = grader.grade(QUERY, [IRRELEVANT * 20, RELEVANT, "x"])[1].probability
-    assert crowded == alone
+def test_a_grade_does_not_depend_on_the_other_chunks_nor_on_the_cores_used():
+    """int8 runs one pair per call on single-thread sessions, so neither batch mates nor the pairs graded at
+    the same time on other cores can shift a chunk's score (no cache here: every grade is computed)."""
+    one_core = load_grader("default", threads=1, cache_pairs=0)
+    two_cores = load_grader("default", threads=2, cache_pairs=0)
+    assert one_core.batch_size == two_cores.batch_size == 1 and two_cores.threads == 2
+    alone = one_core.grade(QUERY, [RELEVANT])[0]
+    others = [IRRELEVANT * 20, "A short one about Lyon, France.", "Berlin is the capital of Germany."] * 3
+    crowded = two_cores.grade(QUERY, [*others, RELEVANT, *reversed(others)])[len(others)]
+    assert (crowded.probability, crowded.logit) == (alone.probability, alone.logit)
+    assert two_cores.pairs_scored == 1 + len(set(others))  # a pair asked twice in one call is scored once
+
+
+def test_repeated_pairs_come_from_the_cache_with_the_same_grade():
+    grader = load_grader("default", threads=2, cache_pairs=2)
+    first = grader.grade(QUERY, [RELEVANT, IRRELEVANT])
+    assert grader.pairs_scored == 2
+    again = grader.grade(QUERY, [IRRELEVANT, RELEVANT])
+    assert grader.pairs_scored == 2
+    assert [(g.probability, g.logit, g.verdict) for g in (again[1], again[0])] == [
+        (g.probability, g.logit, g.verdict) for g in first]
+    grader.grade("Another question about France?", [RELEVANT])  # evicts the least recently used pair
+    assert len(grader.cache) == 2
+    grader.grade(QUERY, [IRRELEVANT, RELEVANT])
+    assert grader.pairs_scored == 4
+    assert grader.cache.stats()["hits"] >= 3
+
+
+def test_batched_int8_grades_are_not_cached_and_bad_sizes_are_refused():
+    assert load_grader("default", threads=1, batch_size=4).cache.max_items == 0  # they depend on batch mates
+    with pytest.raises(ConfigError, match="cache size"):
+        load_grader("default", cache_pairs=-1)
+    with pytest.raises(ConfigError, match="threads must be a positive int"):
+        load_grader("default", threads=0)
 
 
 def test_explicit_batches_cover_every_chunk(grader):

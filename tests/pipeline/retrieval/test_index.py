@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grader.bounded_cache import content_key
 from models import ConfigError, DataError
 from pipeline.retrieval.documents import Principal, chunk_text, read_document
 from pipeline.retrieval.index import EXACT_SCAN_MAX, LocalHybridIndex
@@ -197,3 +198,24 @@ def test_a_writer_killed_mid_write_leaves_the_last_committed_state(tmp_path):
     assert index.search("seed text", TENANT_A)[0][0].chunk_id == "seed"
     index.add([make_chunk("after", "written after the crash")])
     assert len(index) == 2
+
+
+def test_search_shares_stored_vectors_only_when_they_are_bit_identical(tmp_path):
+    from grader.embedder import OnnxMiniLMEmbedder
+
+    embedder = OnnxMiniLMEmbedder()
+    index = LocalHybridIndex(tmp_path / "idx", embedder=embedder)
+    index.write(CORPUS)
+    embedder.cache.clear()
+    hits = [c for c, _ in index.search("capital of France", TENANT_A, k=2)]
+    shared = {c.text: embedder.cache.get(content_key(c.text)) for c in hits}
+    assert all(v is not None for v in shared.values())
+    embedder.cache.clear()
+    fresh = embedder.embed(list(shared))
+    assert all(np.array_equal(v, fresh[i]) for i, v in enumerate(shared.values()))
+
+    other = LocalHybridIndex(tmp_path / "other", embedder=HashEmbedder())  # no identity: nothing is shared
+    other.write(CORPUS)
+    embedder.cache.clear()
+    other.search("capital of France", TENANT_A, k=2)
+    assert len(embedder.cache) == 0
