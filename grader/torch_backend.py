@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.cross_encoder import DEFAULT_MAX_WINDOWS, CrossEncoderGrader
+from grader.cross_encoder import DEFAULT_CACHE_PAIRS, DEFAULT_MAX_WINDOWS, CrossEncoderGrader
 from grader.encoding import EncodedBatch
 from grader.policy import ThresholdPolicy
 from models.bundle import Bundle
@@ -30,13 +30,15 @@ class TorchGrader(CrossEncoderGrader):
         batch_size: int = 32,
         policy: ThresholdPolicy | None = None,
         max_windows: int = DEFAULT_MAX_WINDOWS,
+        cache_pairs: int = DEFAULT_CACHE_PAIRS,
     ) -> None:
         if bundle.manifest.backend != "torch":
             raise BundleError(
                 f"bundle {bundle.path} holds an {bundle.manifest.backend} model; the torch backend needs a "
                 "trained checkpoint directory written by `crag train`"
             )
-        super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows)
+        super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows,
+                         cache_pairs=cache_pairs, threads=threads)
         torch = require("torch", "train")
         from grader.torch_model import load_cross_encoder
 

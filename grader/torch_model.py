@@ -60,9 +60,11 @@ class SegmentPoolingCrossEncoder(torch.nn.Module):  # type: ignore[name-defined]
         return [self.scale, self.bias, *self.cross.parameters()]
 
 
-def build_cross_encoder(base_dir: str | Path) -> SegmentPoolingCrossEncoder:
-    """A fresh model on the pretrained encoder in ``base_dir`` (local files only)."""
-    encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True)
+def build_cross_encoder(base_dir: str | Path, layers: int = 0) -> SegmentPoolingCrossEncoder:
+    """A fresh model on the pretrained encoder in ``base_dir`` (local files only); ``layers`` > 0 keeps only
+    the encoder's first ``layers`` layers (a smaller, faster student)."""
+    options = {"num_hidden_layers": layers} if layers else {}
+    encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True, **options)
     return SegmentPoolingCrossEncoder(encoder)
 
 

@@ -1,8 +1,10 @@
 """Fine-tuning a cross-encoder grader from labelled pairs (transformers + torch, CPU or GPU).
 
 Binary head (one logit): relevant -> 1, partial -> ``partial_target``, irrelevant -> 0, trained with
-BCE. Length-bucketed batches with dynamic padding keep CPU training fast. The best checkpoint by
-validation AUROC is kept, with early stopping; the seed is fixed and recorded. After training the
+BCE. With a ``teacher`` (a bundle of a larger grader) the model is distilled: each pair's target mixes its
+label with the teacher's probability (``distill_weight`` of the teacher), the usual soft-target recipe for
+a student with fewer ``layers``. Length-bucketed batches with dynamic padding keep CPU training fast.
+The best checkpoint by validation AUROC is kept, with early stopping; the seed is fixed and recorded. After training the
 model is calibrated and its thresholds are chosen on the validation split, and the result is written
 as a torch bundle (``crag export`` turns it into ONNX).
 """
@@ -76,6 +78,9 @@ class TrainConfig:
     delta: float | None = None
     progress: bool = True
     name: str = "grader"
+    layers: int = 0  # keep only the base encoder's first N layers (0: all of them)
+    teacher: str | None = None  # a grader bundle whose scores the student learns from, besides the labels
+    distill_weight: float = 0.5
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -94,6 +99,8 @@ class TrainConfig:
             (self.calibration in CALIBRATION_METHODS, f"calibration must be one of {list(CALIBRATION_METHODS)}"),
             ((self.target_error is None) != (self.target_escalation is None),
              "set exactly one of target_error and target_escalation"),
+            (isinstance(self.layers, int) and self.layers >= 0, "layers must be an int >= 0 (0 keeps all)"),
+            (0 <= self.distill_weight <= 1, "distill_weight must be in [0, 1]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -114,6 +121,17 @@ class TrainResult:
 
 def _target(label: Verdict, partial_target: float) -> float:
     return {Verdict.RELEVANT: 1.0, Verdict.PARTIAL: partial_target, Verdict.IRRELEVANT: 0.0}[label]
+
+
+def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair]) -> np.ndarray:
+    """The teacher's probability per pair from its cross-encoder logit alone (a fused teacher's cosine is left
+    out: the student is fused with its own cosine afterwards)."""
+    from grader.factory import load_grader
+
+    grader = load_grader(teacher, backend="auto", cache_pairs=0)
+    scored = grader.score_pairs([(p.query, p.text) for p in pairs])  # type: ignore[attr-defined]
+    ce = scored.fusion_inputs[0] if scored.fusion_inputs is not None else scored.logits
+    return 1.0 / (1.0 + np.exp(-np.asarray(ce, dtype=np.float64)))
 
 
 def _bucketed_batches(
@@ -215,10 +233,15 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     encoder = PairEncoder(base_dir / "tokenizer.json", config.max_length)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    model = build_cross_encoder(base_dir).to(config.device)
+    model = build_cross_encoder(base_dir, layers=config.layers).to(config.device)
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
+    if config.teacher:
+        t0 = time.perf_counter()
+        soft = teacher_probabilities(config.teacher, pairs)
+        targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
+        logger.info("teacher %s scored %d pairs in %.0f s", config.teacher, len(pairs), time.perf_counter() - t0)
     steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
     total_steps = config.max_steps or max(1, round(steps_per_epoch * config.epochs))
     eval_every = config.eval_every or min(steps_per_epoch, total_steps)

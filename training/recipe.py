@@ -76,6 +76,10 @@ class RecipeConfig:
     fusion_pairs_per_domain: int = 300
     heldout_pairs_per_domain: int = 400
     fusion_degenerate_share: float = 0.05
+    layers: int = 0  # a student with the base's first N layers (0: the full model, the default bundle)
+    teacher: str | None = None  # a student learns from this bundle's scores as well as from the labels
+    distill_weight: float = 0.5
+    name: str = "default"
 
 
 def _group_split(pairs: list[LabelledPair], key: Any, shares: tuple[float, float], seed: int
@@ -222,7 +226,8 @@ def run_default_recipe(
     work = Path(work)
     files = prepare_default_data(data_dir, work, config)
     mix = json.loads((work / "mix.json").read_text(encoding="utf-8"))
-    trained = work / "trained"
+    suffix = f"-l{config.layers}" if config.layers else ""
+    trained = work / f"trained{suffix}"
     if not (trained / "manifest.json").is_file():
         train_grader(
             load_pairs(files["train"]),
@@ -234,24 +239,25 @@ def run_default_recipe(
                 batch_size=config.batch_size, learning_rate=config.learning_rate, layer_decay=config.layer_decay,
                 seed=config.seed, target_error=config.target_error, partial_target=config.partial_target,
                 eval_every=config.eval_every, patience=config.patience, select_by="domain_mean",
-                threshold_groups="domain", threads=0, device=config.device, progress=progress, name="default",
+                threshold_groups="domain", threads=0, device=config.device, progress=progress, name=config.name,
+                layers=config.layers, teacher=config.teacher, distill_weight=config.distill_weight,
                 extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": asdict(config),
                        "training_mix": mix},
             ),
         )
-    exported = work / "onnx"
+    exported = work / f"onnx{suffix}"
     if not (exported / "manifest.json").is_file():
         # int8 is gated below on the fused verdicts, which are what the bundle ships
         export_bundle(trained, exported, int8=True, keep_fp32=True, probe=files["val"], max_flip_share=1.0)
     fuse_path, heldout_path = fusion_splits(files, work, config)
     fusion = fuse_bundle(exported, fuse_path, out, group_by="domain", target_error=config.target_error,
                          int8_only=True)
-    (work / "fusion.json").write_text(json.dumps(fusion, indent=2) + "\n", encoding="utf-8")
+    (work / f"fusion{suffix}.json").write_text(json.dumps(fusion, indent=2) + "\n", encoding="utf-8")
     reports: dict[str, Any] = {}
     for domain, pairs in domain_sets(heldout_path).items():
         report = evaluate_bundle(out, pairs)
         report["biencoder_auroc"] = biencoder_auroc(pairs.pairs)
         reports[f"test:{domain}"] = report
-    (work / "reports.json").write_text(json.dumps(reports, indent=2) + "\n", encoding="utf-8")
+    (work / f"reports{suffix}.json").write_text(json.dumps(reports, indent=2) + "\n", encoding="utf-8")
     write_model_card(out, reports)
     return reports

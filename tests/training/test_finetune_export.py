@@ -88,7 +88,8 @@ def test_evaluate_report_and_plots(tiny_onnx_bundle, squad_pairs_file, tmp_path)
 
 
 @pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"calibration": "magic"}, {"target_error": None},
-                                    {"target_escalation": 0.2}, {"partial_target": 2}])
+                                    {"target_escalation": 0.2}, {"partial_target": 2}, {"layers": -1},
+                                    {"distill_weight": 1.5}])
 def test_train_config_validation(kwargs):
     with pytest.raises(ConfigError, match="TrainConfig"):
         TrainConfig(**kwargs)
@@ -122,3 +123,23 @@ def test_small_validation_split_warns_and_tops_up_the_probe(squad_pairs_file, tm
     assert len(load_pairs(out / "probe.jsonl").pairs) == len(train) + len(val)  # fewer than 256: all of them
     write_model_card(out, {})
     assert f"**Warning:** {note}" in (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+
+
+def test_a_student_has_fewer_layers_and_learns_from_its_teacher(tiny_onnx_bundle, squad_pairs_file, tmp_path):
+    from training.data import PairSet
+    from training.finetune import teacher_probabilities, train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    teacher = load_grader(tiny_onnx_bundle, cache_pairs=0)
+    soft = teacher_probabilities(tiny_onnx_bundle, pairs[:6])
+    logits = teacher.score_pairs([(p.query, p.text) for p in pairs[:6]]).logits
+    assert np.allclose(soft, 1 / (1 + np.exp(-logits)))  # the teacher's own cross-encoder probability
+    out = tmp_path / "student"
+    result = train_grader(PairSet(pairs[:40]), PairSet(pairs[40:70]), out,
+                          TrainConfig(max_length=64, max_steps=2, batch_size=8, progress=False, layers=2,
+                                      teacher=str(tiny_onnx_bundle), distill_weight=0.5, target_escalation=0.5,
+                                      target_error=None, name="student"))
+    config = json.loads((out / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and result.steps == 2
+    recorded = read_bundle(out).manifest.training
+    assert recorded["config"]["layers"] == 2 and recorded["config"]["teacher"] == str(tiny_onnx_bundle)

@@ -92,7 +92,9 @@ def register_export(sub: argparse._SubParsersAction) -> None:
 def _recipe(args: argparse.Namespace) -> int:
     from training.recipe import RecipeConfig, run_default_recipe
 
-    config = dataclasses.replace(RecipeConfig(), seed=args.seed)
+    config = dataclasses.replace(RecipeConfig(), seed=args.seed, layers=args.layers, teacher=args.teacher,
+                                 distill_weight=args.distill_weight, name=args.name,
+                                 max_minutes=args.max_minutes or RecipeConfig.max_minutes)
     reports = run_default_recipe(args.data, args.work, args.out, config, progress=not args.no_progress)
     print_json({name: {k: r.get(k) for k in ("n", "auroc", "accuracy", "escalation_rate", "auto_error_rate")}
             for name, r in reports.items()})
@@ -105,6 +107,12 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--work", default="runs/default")
     p.add_argument("--out", default="models/bundles/default")
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--layers", type=int, default=0,
+                   help="train a student with the base model's first N layers (0: the full model)")
+    p.add_argument("--teacher", help="a grader bundle the student also learns from (e.g. runs/default/onnx)")
+    p.add_argument("--distill-weight", type=float, default=0.5, help="share of the teacher in each target")
+    p.add_argument("--name", default="default", help="the bundle's name")
+    p.add_argument("--max-minutes", type=float, default=0.0, help="training time budget (default: the recipe's)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=_recipe)
 
