@@ -25,6 +25,7 @@ from grader.policy import ThresholdPolicy
 from grader.protocol import PolicyGrader
 from grader.thresholds import ThresholdChoice, choose_thresholds
 from models.errors import ConfigError
+from models.tracing import span
 from models.types import Chunk, Grade, as_chunk
 
 __all__ = ["NO_LLM", "Budget", "CascadeGrader", "llm_outage", "policy_for_target"]
@@ -116,9 +117,12 @@ class CascadeGrader:
         own_deadline = start + self.budget.deadline_s if self.budget.deadline_s is not None else None
         deadlines = [d for d in (own_deadline, deadline) if d is not None]
         calls = [c for c in (self.budget.max_llm_calls, max_llm_calls) if c is not None]
-        results = self.llm.judge(query, [items[i].text for i in band], max_calls=min(calls) if calls else None,
-                                 deadline=min(deadlines) if deadlines else None,
-                                 max_cost_usd=self.budget.max_cost_usd)
+        with span("crag.escalate", **{"crag.chunks": len(band)}) as escalation:
+            results = self.llm.judge(query, [items[i].text for i in band], max_calls=min(calls) if calls else None,
+                                     deadline=min(deadlines) if deadlines else None,
+                                     max_cost_usd=self.budget.max_cost_usd)
+            if escalation is not None:
+                escalation.set_attribute("crag.failures", sum(isinstance(r, LLMFailure) for r in results))
         out = list(grades)
         attempted = 0
         for i, result in zip(band, results, strict=True):

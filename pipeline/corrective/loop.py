@@ -18,6 +18,7 @@ from grader.cascade import llm_outage
 from grader.policy import ThresholdPolicy, decide
 from grader.protocol import Grader
 from models.errors import ConfigError, LLMError
+from models.tracing import span
 from models.types import Chunk, Decision, Grade, Verdict, is_blank
 from pipeline.corrective.answering import Answerer, Draft
 from pipeline.corrective.context_quality import ContextQuality, heuristic_quality
@@ -25,6 +26,7 @@ from pipeline.corrective.correction import drop_bad_chunks, order_by_authority, 
 from pipeline.corrective.generation import Evidence, LLMAnswerer
 from pipeline.corrective.outcomes import Outcome, RAGResult, TraceStep
 from pipeline.corrective.state import RAGConfig, RunState
+from pipeline.corrective.telemetry import record_run, run_attributes
 from pipeline.retrieval.documents import Principal, StoredChunk
 from pipeline.retrieval.index import Retriever
 from pipeline.retrieval.web_search import PrivacyGuard, WebSearchError, WebSearchProvider
@@ -64,7 +66,17 @@ class CorrectiveRAG:
     def run(self, query: str, principal: Principal, *, filters: dict[str, Any] | None = None,
             confidential: bool = False) -> RAGResult:
         """Answer, partially answer, ask to clarify, abstain or report access denied; never raises on an
-        outside failure (the LLM or web search), which degrades the result and is flagged instead."""
+        outside failure (the LLM or web search), which degrades the result and is flagged instead.
+        With the ``otel`` extra, the run and each of its steps are OpenTelemetry spans."""
+        with span("crag.run") as run_span:
+            result = self._run(query, principal, filters=filters, confidential=confidential)
+            if run_span is not None:
+                run_span.set_attributes(run_attributes(result))
+                record_run(result)
+        return result
+
+    def _run(self, query: str, principal: Principal, *, filters: dict[str, Any] | None,
+             confidential: bool) -> RAGResult:
         if not isinstance(query, str) or is_blank(query):
             raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
         if len(query) > self.config.max_query_chars:

@@ -25,6 +25,7 @@ class TraceStep:
     action: str
     detail: dict[str, Any]
     ms: float
+    started: float = field(default=0.0, repr=False, compare=False)  # wall clock (s since epoch), for spans
 
 
 class Trace:
@@ -34,7 +35,8 @@ class Trace:
         self.steps: list[TraceStep] = []
 
     def step(self, action: str, t0: float, **detail: Any) -> None:
-        self.steps.append(TraceStep(action, detail, round(1000 * (time.monotonic() - t0), 2)))
+        elapsed = time.monotonic() - t0
+        self.steps.append(TraceStep(action, detail, round(1000 * elapsed, 2), started=time.time() - elapsed))
 
 
 @dataclass

@@ -10,6 +10,8 @@
 
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import logging
 import time
@@ -26,6 +28,7 @@ from grader.llm import LLMGrader
 from grader.policy import decide
 from models.deps import require
 from models.errors import ConfigError, CragError
+from models.tracing import span
 from models.types import Chunk, Grade
 from pipeline.corrective.assembly import PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG
@@ -39,6 +42,7 @@ from pipeline.service.schemas import GradeOut, GradeResponse, Limits, QueryRespo
 __all__ = ["ServiceConfig", "create_app"]
 
 logger = logging.getLogger(__name__)
+TRACED_ENDPOINTS = frozenset({"/v1/grade", "/v1/query"})
 
 
 @dataclass(kw_only=True)
@@ -89,7 +93,9 @@ class _State:
     async def run_llm_bound(self, tenant: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` on the LLM pool within the tenant's share of it."""
         async with self.tenant_slot(tenant):
-            return await asyncio.get_running_loop().run_in_executor(self.llm_pool, partial(fn, *args, **kwargs))
+            # the caller's context (its tracing span) goes along to the pool's thread
+            call = partial(contextvars.copy_context().run, fn, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(self.llm_pool, call)
 
 
 def create_app(config: ServiceConfig) -> Any:
@@ -119,11 +125,17 @@ def create_app(config: ServiceConfig) -> Any:
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
         endpoint = request.url.path
         started = time.perf_counter()
-        try:
-            response = await call_next(request)
-        except Exception:  # a bug, not an outside failure: log it, answer 500 without internals
-            logger.exception("unhandled error on %s", endpoint)
-            response = JSONResponse({"detail": "internal error"}, status_code=500)
+        # /v1/* requests are spans; the route is named from a fixed set, never from what a client typed
+        route = endpoint if endpoint in TRACED_ENDPOINTS else "/v1/(unknown)"
+        with (span(f"crag.http {route}", **{"http.request.method": request.method, "http.route": route})
+              if endpoint.startswith("/v1/") else contextlib.nullcontext()) as current:
+            try:
+                response = await call_next(request)
+            except Exception:  # a bug, not an outside failure: log it, answer 500 without internals
+                logger.exception("unhandled error on %s", endpoint)
+                response = JSONResponse({"detail": "internal error"}, status_code=500)
+            if current is not None:
+                current.set_attribute("http.response.status_code", response.status_code)
         if endpoint.startswith("/v1/"):
             state.metrics.requests.labels(endpoint, str(response.status_code)).inc()
             state.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
