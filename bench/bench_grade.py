@@ -6,8 +6,9 @@ Contenders, each called once per round, rounds interleaved so that a noisy machi
 - the same weights exported to dynamic int8 ONNX, graded the way crag grades: one pair per call on
   single-thread sessions side by side (``OnnxGrader``'s pool), and the old way (one two-thread session,
   pairs one after another) for comparison;
-- the shipped default bundle as users get it (cross-encoder + the fused bi-encoder cosine), caches emptied
-  before every call so that nothing is reused.
+- the shipped default bundle as users get it (cross-encoder + the fused bi-encoder cosine), and the shipped
+  ``fast`` bundle (a 3-layer distilled student with the same fused cosine), caches emptied before every
+  call so that nothing is reused.
 Two workloads: 20 chunks of 256 tokens, and 20 chunks of mixed length (40-250 tokens). Reports p50/p95,
 the median of the per-round speed-up over CrossEncoder, achieved GFLOP/s against measured fp32 (numpy
 GEMM) and int8 (onnxruntime MatMulInteger) peaks, the cost of tokenisation per pair, and the largest score
@@ -132,6 +133,7 @@ def run(args: argparse.Namespace) -> dict:
 
     torch.set_num_threads(args.threads)
     default = load_grader("default", threads=args.threads, cache_pairs=0)
+    fast = load_grader("fast", threads=args.threads, cache_pairs=0)
     encoder = default.encoder
     seq = encoder.max_length
     rng = np.random.default_rng(0)
@@ -165,6 +167,7 @@ def run(args: argparse.Namespace) -> dict:
         "same weights, crag int8 per pair, one 2-thread session (before)":
             lambda chunks: sequential.grade(QUERY, chunks),
         "default bundle as shipped (fused cosine, pool, caches emptied)": lambda chunks: _cold(default, chunks),
+        "fast bundle (3-layer student + fused cosine, caches emptied)": lambda chunks: _cold(fast, chunks),
     }
     results: dict[str, dict] = {}
     for workload, chunks in workloads.items():

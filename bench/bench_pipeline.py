@@ -8,7 +8,8 @@ warm pass, caches kept, is reported apart). Reports p50/p95, the time spent in e
 excluded), and each question's outcome and answer, so that a change to the loop can be checked for the
 same results at fewer pairs.
 
-Run: python bench/bench_pipeline.py [--repeats 5] [--threads N] [--json bench/results_pipeline.json]
+Run: python bench/bench_pipeline.py [--repeats 5] [--threads N] [--model default|fast]
+     [--json bench/results_pipeline.json]
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    grader = load_grader("default", threads=args.threads)
+    grader = load_grader(args.model, threads=args.threads)
     rag = build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(), primary=grader)
     principal = Principal(tenant=DEMO_TENANT)
     golden = read_golden(DEMO_DIR / "golden.jsonl")

@@ -97,6 +97,12 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
     t = m.thresholds
     validation = m.metrics.get("validation", {})
     trained = _trained_domains(m)
+    config = training.get("config", {})
+    layers = config.get("layers") or 6
+    student = (f" Keeps the first {layers} of its 6 layers and was distilled from the teacher `{config['teacher']}` "
+               f"(each target {config.get('distill_weight', 0.5):.0%} the teacher's probability, the rest the "
+               "label)." if config.get("teacher") else f" Keeps the first {layers} of its 6 layers."
+               if config.get("layers") else "")
     lines = [
         f"# Model card: crag-grader `{m.name}`",
         "",
@@ -106,7 +112,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "",
         "## Model",
         f"- Base: all-MiniLM-L6-v2 (`{m.base_model}`, 6 layers, 384 hidden, Apache-2.0), fine-tuned as a binary",
-        f"  cross-encoder ({training.get('head', 'binary')}), max_length {m.max_length}.",
+        f"  cross-encoder ({training.get('head', 'binary')}), max_length {m.max_length}.{student}",
         f"- Files: {', '.join(sorted(m.model_files.values()))} (dynamic int8, onnxruntime); tokenizer.json"
         + ("; embedder/ (the frozen all-MiniLM-L6-v2 bi-encoder, int8)." if m.fusion else "."),
         f"- Calibration: {m.calibration.get('method')}"

@@ -21,7 +21,7 @@ from models.errors import ConfigError, DataError
 from models.output import print_json
 from pipeline.cli.jsonl import iter_json_lines
 
-__all__ = ["grade_stream", "register_grade_file"]
+__all__ = ["grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
 
 
 #: Fields of an input line copied to its output line, so results join back to the user's data.
@@ -31,19 +31,36 @@ KEPT_FIELDS = ("id", "query_id", "chunk_id")
 MAX_LINE_CHARS = 1_000_000
 
 
-def _pair_problem(record: Any) -> str | None:
+def pair_problem(record: Any) -> str | None:
     if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
             or not isinstance(record.get("text"), str) or not record["query"].strip():
         return "each line needs a non-empty string 'query' and a string 'text'"
     return None
 
 
+def kept_fields(number: int, record: dict[str, Any]) -> dict[str, Any]:
+    """What an output line carries over from its input line ('id' defaults to the line number)."""
+    return {"id": number, **{k: record[k] for k in KEPT_FIELDS if k in record}}
+
+
+def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
+                 kept: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The output line of each graded pair and whether it is uncertain (the local and the Ray path write
+    exactly these lines)."""
+    scored = grader.score_pairs(pairs)
+    out = []
+    for fields, p, truncated in zip(kept, grader.probabilities(scored.logits), scored.truncated, strict=True):
+        verdict, band = grader.policy.verdict(float(p))
+        out.append((json.dumps({**fields, "probability": round(float(p), 6), "verdict": verdict.value,
+                                "uncertain": band, "truncated": bool(truncated)}), band))
+    return out
+
+
 def _pairs(path: Path, skipped: list[tuple[int, str]] | None,
            max_line_chars: int) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
     for number, record in iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped,
-                                          check=_pair_problem):
-        kept = {"id": number, **{k: record[k] for k in KEPT_FIELDS if k in record}}
-        yield number, record["query"], record["text"], kept
+                                          check=pair_problem):
+        yield number, record["query"], record["text"], kept_fields(number, record)
 
 
 def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256,
@@ -58,13 +75,9 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
 
     def flush() -> None:
         nonlocal count, uncertain
-        scored = grader.score_pairs([(q, t) for _, q, t, _ in pending])
-        probs = grader.probabilities(scored.logits)
-        for (_, _, _, kept), p, truncated in zip(pending, probs, scored.truncated, strict=True):
-            verdict, band = grader.policy.verdict(float(p))
+        for line, band in graded_lines(grader, [(q, t) for _, q, t, _ in pending], [kept for *_, kept in pending]):
             uncertain += band
-            out.write(json.dumps({**kept, "probability": round(float(p), 6), "verdict": verdict.value,
-                                  "uncertain": band, "truncated": bool(truncated)}) + "\n")
+            out.write(line + "\n")
         out.flush()
         count += len(pending)
         pending.clear()
@@ -90,6 +103,15 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
 
 
 def _grade_file(args: argparse.Namespace) -> int:
+    if args.ray is not None:
+        from pipeline.cli.ray_grading import grade_with_ray  # Ray is imported only on this path
+
+        if args.batch_size and args.batch_size > 1:
+            raise ConfigError("--batch-size is not used with --ray: pairs are graded one per call there")
+        print_json(grade_with_ray(args.pairs, args.out, address=None if args.ray == "local" else args.ray,
+                                  model=args.model, actors=args.ray_actors, threads=args.threads or 1,
+                                  block=args.block, skip_errors=args.skip_errors, max_line_chars=args.max_line_chars))
+        return 0
     options = {"batch_size": args.batch_size} if args.batch_size else {}
     grader = load_grader(args.model, threads=args.threads, **options)
     if not isinstance(grader, CrossEncoderGrader):
@@ -126,4 +148,9 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
                    help="skip bad lines (reported in the summary) instead of stopping at the first one")
     p.add_argument("--max-line-chars", type=int, default=MAX_LINE_CHARS,
                    help="longer lines are an error (memory stays bounded whatever the file holds)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run as a Ray Data job: a local runtime, or the cluster at ADDRESS ('auto', "
+                        "'ray://host:10001'); PAIRS and --out may then be s3:// or gs:// URIs, or Parquet "
+                        "(needs crag-grader[ray])")
+    p.add_argument("--ray-actors", type=int, default=2, help="grading actors (each loads the bundle once)")
     p.set_defaults(handler=_grade_file)

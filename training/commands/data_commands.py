@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from grader.llm_args import add_llm_arguments, llm_from_args
+from grader.llm import LLMGrader
+from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError
 from models.output import print_json
 from training.data import PairSet, load_pairs, write_pairs
@@ -64,16 +65,25 @@ def register_mine(sub: argparse._SubParsersAction) -> None:
 def _label(args: argparse.Namespace) -> int:
     from training.labelling import label_with_llm
 
-    llm = llm_from_args(args)
-    if llm is None:
+    config = llm_config_from_args(args)
+    if config is None:
         raise ConfigError("crag label needs an LLM: pass --llm-model (and --llm-base-url for a local server)")
     data = load_pairs(args.data, labelled=False)
-    result = label_with_llm(llm, data.pairs, progress=not args.no_progress)
+    if args.ray is not None:
+        from training.ray_labelling import label_with_ray  # Ray is imported only on this path
+
+        result, calls = label_with_ray(config, data.pairs, address=None if args.ray == "local" else args.ray,
+                                       actors=args.ray_actors)
+        cost = None
+    else:
+        llm = LLMGrader(config)
+        result = label_with_llm(llm, data.pairs, progress=not args.no_progress)
+        calls, cost = llm.stats.calls, llm.stats.cost_usd
     count = write_pairs(result.labelled, args.out) if result.labelled else 0
     print_json({"out": args.out if count else None, "labelled": count, "failed": len(result.failed),
                 "failures": [{"query": p.query, "text": p.text[:80], "reason": why}
                              for p, why in result.failed[:20]],
-                "seconds": round(result.seconds, 1), "llm_calls": llm.stats.calls, "cost_usd": llm.stats.cost_usd})
+                "seconds": round(result.seconds, 1), "llm_calls": calls, "cost_usd": cost})
     return 0 if count else 2
 
 
@@ -82,6 +92,10 @@ def register_label(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, help="pairs with query and text (a label column is ignored)")
     p.add_argument("--out", required=True)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="label on Ray: a local runtime, or the cluster at ADDRESS; at most --ray-actors x "
+                        "--llm-concurrency LLM requests are open in the whole cluster (needs crag-grader[ray])")
+    p.add_argument("--ray-actors", type=int, default=2, help="labelling actors, each with one LLM client")
     add_llm_arguments(p, required=True)
     p.set_defaults(handler=_label)
 

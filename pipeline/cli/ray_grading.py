@@ -1,0 +1,178 @@
+"""``crag grade-file --ray``: the same grading as a Ray Data job, over a pool of actors that each load the
+bundle once.
+
+Input: JSONL files (local paths or any filesystem Ray and pyarrow accept, such as s3:// or gs://; a folder
+means every file in it) or Parquet with ``query``, ``text`` and ``id`` columns. Each JSONL file is split into
+its lines inside the cluster, so a pair's ``id`` defaults to its line number exactly as in the local command;
+pairs are graded one per model call, so every output line equals the local command's, pair by pair. The
+driver only streams the graded lines, in input order, into the output (a local path, written atomically, or
+a remote URI through pyarrow). Bad lines stop the job with the line named, or with ``skip_errors`` are
+reported in the summary; nothing is dropped silently. Imported only when ``--ray`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grader.factory import load_grader
+from models.deps import require
+from models.errors import ConfigError, DataError
+from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem
+
+__all__ = ["grade_with_ray"]
+
+BYTES_PER_LINE = 256
+
+
+def _lines_of_file(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per non-blank line of a JSONL file, numbered as the local reader numbers them (universal
+    newlines: \\n, \\r\\n and \\r all end a line)."""
+    text = row["bytes"].decode("utf-8", errors="replace")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return [{"source": str(row["path"]), "line": n, "raw": line} for n, line in enumerate(lines, 1) if line.strip()]
+
+
+def _rows_of_parquet(batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+    if "id" not in batch:
+        raise DataError("Parquet input needs an 'id' column (there are no line numbers to fall back on)")
+    records = [{k: _plain(batch[k][i]) for k in batch} for i in range(len(batch["id"]))]
+    return {"source": ["parquet"] * len(records), "line": [0] * len(records),
+            "raw": [json.dumps(r, ensure_ascii=False) for r in records]}
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class GradingActor:
+    """Loads the grader once; grades a batch of raw lines into output lines (or reported errors)."""
+
+    def __init__(self, model: str, threads: int, max_line_chars: int, skip_errors: bool) -> None:
+        self.grader = load_grader(model, threads=threads)
+        self.max_line_chars, self.skip_errors = max_line_chars, skip_errors
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        out: list[tuple[int, str, str]] = []  # (position, kind "ok"/"error", text)
+        pairs, kept, positions = [], [], []
+        for i, (source, line, raw) in enumerate(zip(batch["source"], batch["line"], batch["raw"], strict=True)):
+            problem, record = self._parse(str(raw))
+            if problem is not None:
+                where = f"{source}:{int(line)}"
+                if not self.skip_errors:
+                    raise DataError(f"{where}: {problem}; fix the line or pass --skip-errors")
+                out.append((i, "error", json.dumps({"line": int(line), "source": str(source), "reason": problem})))
+                continue
+            pairs.append((record["query"], record["text"]))
+            kept.append(kept_fields(int(line), record))
+            positions.append(i)
+        for i, (text, band) in zip(positions, graded_lines(self.grader, pairs, kept), strict=True):
+            out.append((i, "uncertain" if band else "ok", text))
+        out.sort()
+        return {"kind": [k for _, k, _ in out], "text": [t for _, _, t in out]}
+
+    def _parse(self, raw: str) -> tuple[str | None, dict[str, Any]]:
+        if len(raw) > self.max_line_chars:
+            return f"line longer than {self.max_line_chars:,} characters", {}
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return f"invalid JSON ({exc.msg})", {}
+        return pair_problem(record), record
+
+
+def _read(ray: Any, source: str) -> Any:
+    """Rows of (source, line, raw). Reading and splitting reserve no CPU: they are light, and the grading
+    actors hold every core they asked for (with all cores given to actors, a reading task needing a CPU
+    would wait for ever)."""
+    if source.endswith(".parquet") or (Path(source).is_dir() and any(Path(source).glob("*.parquet"))):
+        rows = ray.data.read_parquet(source, num_cpus=0).map_batches(_rows_of_parquet, batch_format="numpy",
+                                                                     num_cpus=0)
+    else:
+        rows = ray.data.read_binary_files(source, include_paths=True, num_cpus=0).flat_map(_lines_of_file, num_cpus=0)
+    return rows
+
+
+
+def _open_output(out: str) -> tuple[Any, Any]:
+    """A text stream to write and a function that publishes it: local files atomically (a .partial first),
+    remote URIs through pyarrow's filesystems."""
+    if "://" not in out:
+        final = Path(out)
+        tmp = final.with_suffix(final.suffix + ".partial")
+        handle = tmp.open("w", encoding="utf-8")
+        return handle, lambda: tmp.replace(final)
+    fs = require("pyarrow.fs", "ray")
+    filesystem, path = fs.FileSystem.from_uri(out)
+    stream = filesystem.open_output_stream(path)
+    import io
+
+    return io.TextIOWrapper(stream, encoding="utf-8"), lambda: None
+
+
+def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "default", actors: int = 2,
+                   threads: int = 1, block: int = 256, skip_errors: bool = False,
+                   max_line_chars: int = 1_000_000) -> dict[str, Any]:
+    """Grade ``source`` into ``out`` on Ray (``address`` None starts a local runtime); returns the summary."""
+    if actors < 1 or threads < 1 or block < 1:
+        raise ConfigError(f"--ray-actors, --threads and --block must be >= 1, got {actors}, {threads}, {block}")
+    ray = require("ray", "ray")
+    started = time.perf_counter()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # output in input order
+    # small blocks (about ``block`` lines of a few hundred bytes), so that every actor gets work: a block goes
+    # to one actor, and a whole file would otherwise be one block
+    context.target_max_block_size = max(BYTES_PER_LINE * block, 16 * 1024)
+    graded = _read(ray, source).map_batches(
+        GradingActor, fn_constructor_kwargs={"model": model, "threads": threads, "max_line_chars": max_line_chars,
+                                             "skip_errors": skip_errors},
+        batch_size=block, batch_format="numpy", concurrency=actors, num_cpus=threads)
+    count = uncertain = 0
+    skipped: list[dict[str, Any]] = []
+    handle, publish = _open_output(out)
+    try:
+        with handle:
+            for batch in graded.iter_batches(batch_format="numpy", batch_size=block):
+                for kind, text in zip(batch["kind"], batch["text"], strict=True):
+                    if kind == "error":
+                        skipped.append(json.loads(str(text)))
+                        continue
+                    handle.write(str(text) + "\n")
+                    count += 1
+                    uncertain += kind == "uncertain"
+    except Exception as exc:
+        cause = _data_error_in(exc)
+        if cause is not None:  # the worker's message, not Ray's wrapping of it
+            raise DataError(f"{cause}. Lines graded before it are in {out}.partial") from exc
+        raise
+    publish()
+    seconds = time.perf_counter() - started
+    summary: dict[str, Any] = {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
+                               "pairs_per_second": round(count / seconds, 1) if seconds else None,
+                               "ray": {"actors": actors, "threads_per_actor": threads,
+                                       "address": address or "local"}}
+    if skip_errors:
+        summary["skipped"] = len(skipped)
+        summary["skipped_lines"] = skipped[:50]
+    return summary
+
+
+def _data_error_in(exc: BaseException) -> str | None:
+    """The DataError message a Ray task raised, found in the chain of Ray's wrapping exceptions."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DataError):
+            return str(seen)
+        cause = getattr(seen, "cause", None)
+        if isinstance(cause, DataError):
+            return str(cause)
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc)
+    marker = "DataError: "
+    return text.split(marker, 1)[1].splitlines()[0] if marker in text else None

@@ -1,0 +1,104 @@
+"""grade-file and label as Ray Data jobs on a real local Ray runtime (2 CPUs, started here on loopback):
+their output equals the local commands', pair by pair; bad lines and failures are reported, not dropped."""
+
+import json
+
+import pytest
+
+from pipeline.cli.main import main
+from training.data import load_pairs
+
+ray = pytest.importorskip("ray")
+
+QUESTIONS = ["When was the Eiffel Tower completed?", "Who wrote Hamlet?", "What is the capital of France?"]
+TEXTS = ["The Eiffel Tower was completed in 1889.", "Hamlet was written by Shakespeare.", "Bananas are yellow.",
+         "Paris is the capital and largest city of France. " * 80]  # long: read in windows, flagged truncated
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _pairs_file(path, bad_line=False):
+    lines = []
+    for i in range(40):
+        record = {"query": QUESTIONS[i % 3], "text": TEXTS[i % 4] + f" (variant {i})"}
+        if i % 5 == 0:
+            record["chunk_id"] = f"c{i}"
+        if i % 9 == 0:
+            record["id"] = f"row-{i}"
+        lines.append(json.dumps(record))
+        if i == 7:
+            lines.append("")  # blank lines still count in line numbers
+        if bad_line and i == 20:
+            lines.append('{"query": "", "text": "an empty query"}')
+    path.write_text("\r\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_ray_grading_equals_the_local_command_pair_by_pair(runtime, tmp_path, capsys):
+    pairs = _pairs_file(tmp_path / "pairs.jsonl")
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "local.jsonl")]) == 0
+    local_summary = json.loads(capsys.readouterr().out)
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "ray.jsonl"), "--ray", "--ray-actors", "2",
+                 "--block", "8"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["pairs"] == 40 and summary["uncertain"] == local_summary["uncertain"]
+    assert summary["ray"] == {"actors": 2, "threads_per_actor": 1, "address": "local"}
+    local = (tmp_path / "local.jsonl").read_text().splitlines()
+    remote = (tmp_path / "ray.jsonl").read_text().splitlines()
+    assert len(local) == len(remote) == 40
+    assert remote == local  # ids (line numbers), probability, verdict, uncertainty, truncation: all equal
+    assert any(json.loads(line)["truncated"] for line in remote) and json.loads(remote[0])["id"] == "row-0"
+    assert not (tmp_path / "ray.jsonl.partial").exists()
+
+
+@pytest.mark.slow
+def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
+    pairs = _pairs_file(tmp_path / "pairs.jsonl", bad_line=True)
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "out.jsonl"), "--ray", "--block", "8"]) != 0
+    assert "pairs.jsonl:23: each line needs a non-empty string 'query'" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "out.jsonl"), "--ray", "--block", "8",
+                 "--skip-errors"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["pairs"] == 40 and summary["skipped"] == 1 and summary["skipped_lines"][0]["line"] == 23
+
+
+@pytest.mark.slow
+def test_parquet_input_needs_ids_and_grades_like_jsonl(runtime, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": f"p{i}", "query": QUESTIONS[i % 3], "text": TEXTS[i % 3]} for i in range(12)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "pairs.parquet")
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["grade-file", str(tmp_path / "pairs.parquet"), "--out", str(tmp_path / "a.jsonl"), "--ray"]) == 0
+    assert main(["grade-file", str(tmp_path / "pairs.jsonl"), "--out", str(tmp_path / "b.jsonl")]) == 0
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    pq.write_table(pa.Table.from_pylist([{"query": "q", "text": "t"}]), tmp_path / "noid.parquet")
+    assert main(["grade-file", str(tmp_path / "noid.parquet"), "--out", str(tmp_path / "c.jsonl"), "--ray"]) != 0
+    assert "needs an 'id' column" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ray_labelling_equals_the_local_command(runtime, server, tmp_path, capsys):
+    data = tmp_path / "unlabelled.jsonl"
+    data.write_text("".join(json.dumps({"query": QUESTIONS[i % 3], "text": TEXTS[i % 3] + f" ({i})"}) + "\n"
+                            for i in range(12)), encoding="utf-8")
+    common = ["--data", str(data), "--llm-model", "fake", "--llm-base-url", server.base_url, "--no-progress"]
+    assert main(["label", *common, "--out", str(tmp_path / "local.jsonl")]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(["label", *common, "--out", str(tmp_path / "ray.jsonl"), "--ray", "--ray-actors", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert remote["labelled"] == local["labelled"] == 12 and remote["llm_calls"] == local["llm_calls"] == 12
+    assert len(server.requests) == 24  # one call per pair each time: the cluster asked nothing twice
+    assert [p.to_dict() for p in load_pairs(tmp_path / "ray.jsonl").pairs] == \
+        [p.to_dict() for p in load_pairs(tmp_path / "local.jsonl").pairs]
+    server.script = ["500"] * 3  # three calls fail: their pairs are reported with the reason, never dropped
+    assert main(["label", *common, "--out", str(tmp_path / "partial.jsonl"), "--ray", "--llm-retries", "1"]) == 0
+    partial = json.loads(capsys.readouterr().out)
+    assert partial["labelled"] == 9 and partial["failed"] == 3 and all(f["reason"] for f in partial["failures"])
