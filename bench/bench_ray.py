@@ -24,9 +24,10 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-WORDS = ("grader query passage answer relevant chunk model threshold calibration index retrieval question "
-         "document tenant service latency corpus sentence token window score verdict band escalation llm "
-         "river mountain city history engine protein cell market price weather music language").split()
+WORDS = ("grader", "query", "passage", "answer", "relevant", "chunk", "model", "threshold", "calibration",
+         "index", "retrieval", "question", "document", "tenant", "service", "latency", "corpus", "sentence",
+         "token", "window", "score", "verdict", "band", "escalation", "llm", "river", "mountain", "city",
+         "history", "engine", "protein", "cell", "market", "price", "weather", "music", "language")
 
 
 def write_pairs(path: Path, n: int) -> None:
