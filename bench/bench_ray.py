@@ -89,15 +89,15 @@ def main() -> None:
         pairs = Path(tmp) / "pairs.jsonl"
         write_pairs(pairs, args.pairs)
         rows = {}
-        summary, peak, wall = run(["grade-file", str(pairs), "--out", str(Path(tmp) / "local.jsonl")])
+        _, peak, wall = run(["grade-file", str(pairs), "--out", str(Path(tmp) / "local.jsonl")])
         rows["local (grade-file, 2 one-thread sessions)"] = {"pairs_per_s": round(args.pairs / wall, 1),
                                                             "wall_s": round(wall, 1), "memory": peak}
         print(json.dumps(rows), flush=True)
         local = (Path(tmp) / "local.jsonl").read_bytes()
         for actors in (1, 2):
             out = Path(tmp) / f"ray{actors}.jsonl"
-            summary, peak, wall = run(["grade-file", str(pairs), "--out", str(out), "--ray", "--ray-actors",
-                                       str(actors)])
+            _, peak, wall = run(["grade-file", str(pairs), "--out", str(out), "--ray", "--ray-actors",
+                                 str(actors)])
             rows[f"ray, {actors} actor(s) of 1 thread"] = {
                 "pairs_per_s": round(args.pairs / wall, 1), "wall_s": round(wall, 1), "memory": peak,
                 "same_output_as_local": out.read_bytes() == local}
