@@ -56,7 +56,8 @@ async def load(url: str, headers: dict, payload: dict, concurrency: int, seconds
             sent[0] += 1
             try:
                 response = await http.post(url + "/v1/grade", headers=headers,
-                                           json={**payload, "query": f"{payload['query']} (request {sent[0]})"})
+                                           json={**payload, "query": f"{payload['query']} "
+                                                                     f"(level {concurrency}, request {sent[0]})"})
                 statuses[str(response.status_code)] = statuses.get(str(response.status_code), 0) + 1
                 latencies.append(time.perf_counter() - t0)
             except httpx.HTTPError:

@@ -150,7 +150,7 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
                    help="longer lines are an error (memory stays bounded whatever the file holds)")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run as a Ray Data job: a local runtime, or the cluster at ADDRESS ('auto', "
-                        "'ray://host:10001'); PAIRS and --out may then be s3:// or gs:// URIs, or Parquet "
+                        "'ray://host:10001'); PAIRS and --out may then be s3:// or gs:// URIs "
                         "(needs crag-grader[ray])")
     p.add_argument("--ray-actors", type=int, default=2, help="grading actors (each loads the bundle once)")
     p.set_defaults(handler=_grade_file)

@@ -2,7 +2,7 @@
 bundle once.
 
 Input: JSONL files (local paths or any filesystem Ray and pyarrow accept, such as s3:// or gs://; a folder
-means every file in it) or Parquet with ``query``, ``text`` and ``id`` columns. Each JSONL file is split into
+means every file in it). Each file is split into
 its lines inside the cluster, so a pair's ``id`` defaults to its line number exactly as in the local command;
 pairs are graded one per model call, so every output line equals the local command's, pair by pair. The
 driver only streams the graded lines, in input order, into the output (a local path, written atomically, or
@@ -35,18 +35,6 @@ def _lines_of_file(row: dict[str, Any]) -> list[dict[str, Any]]:
     text = row["bytes"].decode("utf-8", errors="replace")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return [{"source": str(row["path"]), "line": n, "raw": line} for n, line in enumerate(lines, 1) if line.strip()]
-
-
-def _rows_of_parquet(batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
-    if "id" not in batch:
-        raise DataError("Parquet input needs an 'id' column (there are no line numbers to fall back on)")
-    records = [{k: _plain(batch[k][i]) for k in batch} for i in range(len(batch["id"]))]
-    return {"source": ["parquet"] * len(records), "line": [0] * len(records),
-            "raw": [json.dumps(r, ensure_ascii=False) for r in records]}
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class GradingActor:
@@ -86,15 +74,10 @@ class GradingActor:
 
 
 def _read(ray: Any, source: str) -> Any:
-    """Rows of (source, line, raw). Reading and splitting reserve no CPU: they are light, and the grading
-    actors hold every core they asked for (with all cores given to actors, a reading task needing a CPU
-    would wait for ever)."""
-    if source.endswith(".parquet") or (Path(source).is_dir() and any(Path(source).glob("*.parquet"))):
-        rows = ray.data.read_parquet(source, num_cpus=0).map_batches(_rows_of_parquet, batch_format="numpy",
-                                                                     num_cpus=0)
-    else:
-        rows = ray.data.read_binary_files(source, include_paths=True, num_cpus=0).flat_map(_lines_of_file, num_cpus=0)
-    return rows
+    """Rows of (source, line, raw) from JSONL files. Reading and splitting reserve no CPU: they are light,
+    and the grading actors hold every core they asked for (with all cores given to actors, a reading task
+    needing a CPU would wait for ever)."""
+    return ray.data.read_binary_files(source, include_paths=True, num_cpus=0).flat_map(_lines_of_file, num_cpus=0)
 
 
 

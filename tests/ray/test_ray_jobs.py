@@ -69,22 +69,6 @@ def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_parquet_input_needs_ids_and_grades_like_jsonl(runtime, tmp_path, capsys):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [{"id": f"p{i}", "query": QUESTIONS[i % 3], "text": TEXTS[i % 3]} for i in range(12)]
-    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "pairs.parquet")
-    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert main(["grade-file", str(tmp_path / "pairs.parquet"), "--out", str(tmp_path / "a.jsonl"), "--ray"]) == 0
-    assert main(["grade-file", str(tmp_path / "pairs.jsonl"), "--out", str(tmp_path / "b.jsonl")]) == 0
-    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
-    pq.write_table(pa.Table.from_pylist([{"query": "q", "text": "t"}]), tmp_path / "noid.parquet")
-    assert main(["grade-file", str(tmp_path / "noid.parquet"), "--out", str(tmp_path / "c.jsonl"), "--ray"]) != 0
-    assert "needs an 'id' column" in capsys.readouterr().err
-
-
-@pytest.mark.slow
 def test_ray_labelling_equals_the_local_command(runtime, server, tmp_path, capsys):
     data = tmp_path / "unlabelled.jsonl"
     data.write_text("".join(json.dumps({"query": QUESTIONS[i % 3], "text": TEXTS[i % 3] + f" ({i})"}) + "\n"
