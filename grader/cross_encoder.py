@@ -130,11 +130,11 @@ class CrossEncoderGrader:
 
     def _run_batches(self, batches: Sequence[EncodedBatch]) -> list[tuple[np.ndarray, float]]:
         """Logits and seconds of each batch; a backend that can use several cores at once overrides this."""
-        out = []
-        for batch in batches:
-            t0 = time.perf_counter()
-            out.append((self._logits(batch), time.perf_counter() - t0))
-        return out
+        return [self._timed_logits(batch) for batch in batches]
+
+    def _timed_logits(self, batch: EncodedBatch) -> tuple[np.ndarray, float]:
+        t0 = time.perf_counter()
+        return self._logits(batch), time.perf_counter() - t0
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]], *, batch_size: int | None = None) -> ScoredPairs:
         """Raw logits for many (query, text) pairs, in input order, with per-batch timings.

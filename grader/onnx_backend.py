@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,10 +72,6 @@ class OnnxGrader(CrossEncoderGrader):
 
     def _run_batches(self, batches: Sequence[EncodedBatch]) -> list[tuple[np.ndarray, float]]:
         return self.sessions.map(self._timed_logits, batches)
-
-    def _timed_logits(self, batch: EncodedBatch) -> tuple[np.ndarray, float]:
-        t0 = time.perf_counter()
-        return self._logits(batch), time.perf_counter() - t0
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "variant": self.variant, "threads": self.threads, "batch_size": self.batch_size}
