@@ -20,12 +20,9 @@ from grader.factory import load_grader
 from models.errors import ConfigError, DataError
 from models.output import print_json
 from pipeline.cli.jsonl import iter_json_lines
+from pipeline.cli.parquet_pairs import KEPT_COLUMNS, ParquetSink, is_parquet, iter_parquet_rows
 
 __all__ = ["grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
-
-
-#: Fields of an input line copied to its output line, so results join back to the user's data.
-KEPT_FIELDS = ("id", "query_id", "chunk_id")
 
 
 MAX_LINE_CHARS = 1_000_000
@@ -40,7 +37,7 @@ def pair_problem(record: Any) -> str | None:
 
 def kept_fields(number: int, record: dict[str, Any]) -> dict[str, Any]:
     """What an output line carries over from its input line ('id' defaults to the line number)."""
-    return {"id": number, **{k: record[k] for k in KEPT_FIELDS if k in record}}
+    return {"id": number, **{k: record[k] for k in KEPT_COLUMNS if k in record}}
 
 
 def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
@@ -58,8 +55,12 @@ def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
 
 def _pairs(path: Path, skipped: list[tuple[int, str]] | None,
            max_line_chars: int) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
-    for number, record in iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped,
-                                          check=pair_problem):
+    if is_parquet(str(path)):
+        rows = iter_parquet_rows(str(path), errors=skipped, check=pair_problem)
+    else:
+        rows = iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped,
+                               check=pair_problem)
+    for number, record in rows:
         yield number, record["query"], record["text"], kept_fields(number, record)
 
 
@@ -124,7 +125,7 @@ def _grade_file(args: argparse.Namespace) -> int:
     out = Path(args.out)
     tmp = out.with_suffix(out.suffix + ".partial")
     try:
-        with tmp.open("w", encoding="utf-8") as handle:
+        with _output(tmp, parquet=out.suffix == ".parquet") as handle:
             summary = grade_stream(grader, Path(args.pairs), handle, **options)
     except DataError as exc:  # never a truncated output under the final name; the graded part is kept
         raise DataError(f"{exc}. The pairs graded before it are in {tmp}; fix the line or pass --skip-errors") \
@@ -134,11 +135,21 @@ def _grade_file(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output(path: Path, *, parquet: bool) -> Any:
+    """The text sink graded lines go to: JSONL, or Parquet rows when the output name ends in .parquet."""
+    if parquet:
+        return ParquetSink(path.open("wb"), str(path))
+    return path.open("w", encoding="utf-8")
+
+
 def register_grade_file(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grade-file", help="grade a large JSONL file of (query, text) pairs with bounded memory")
     p.add_argument("pairs", help="JSONL with 'query', 'text' and optional 'id', 'query_id', 'chunk_id' per line "
-                                 "(copied to the output; 'id' defaults to the line number)")
-    p.add_argument("--out", required=True, help="output JSONL (written atomically), or - for stdout")
+                                 "(copied to the output; 'id' defaults to the line number), or Parquet with "
+                                 "those columns (a .parquet file or a folder of them; 'id' defaults to the row "
+                                 "number; needs crag-grader[parquet])")
+    p.add_argument("--out", required=True, help="output JSONL, or Parquet when it ends in .parquet (written "
+                                                "atomically), or - for JSONL on stdout")
     p.add_argument("--model", default="default")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")

@@ -1,12 +1,13 @@
 """``crag grade-file --ray``: the same grading as a Ray Data job, over a pool of actors that each load the
 bundle once.
 
-Input: JSONL files (local paths or any filesystem Ray and pyarrow accept, such as s3:// or gs://; a folder
-means every file in it). Each file is split into
-its lines inside the cluster, so a pair's ``id`` defaults to its line number exactly as in the local command;
-pairs are graded one per model call, so every output line equals the local command's, pair by pair. The
-driver only streams the graded lines, in input order, into the output (a local path, written atomically, or
-a remote URI through pyarrow). Bad lines stop the job with the line named, or with ``skip_errors`` are
+Input: JSONL or Parquet (local paths or any filesystem Ray and pyarrow accept, such as s3:// or gs://; a
+folder means every file in it). JSONL files are split into their lines inside the cluster; Parquet files are
+read row group by row group, numbered from the files' metadata on the driver; so a pair's ``id`` defaults to
+its line (row) number exactly as in the local command. Pairs are graded one per model call, so every output
+row equals the local command's, pair by pair. The driver only streams the graded rows, in input order, into
+the output (JSONL, or Parquet when it ends in .parquet; a local path, written atomically, or a remote URI
+through pyarrow). Bad lines stop the job with the line named, or with ``skip_errors`` are
 reported in the summary; nothing is dropped silently. Imported only when ``--ray`` is given.
 """
 
@@ -23,6 +24,7 @@ from grader.factory import load_grader
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem
+from pipeline.cli.parquet_pairs import ParquetSink, is_parquet, parquet_pieces, read_piece
 
 __all__ = ["grade_with_ray"]
 
@@ -40,19 +42,16 @@ def _lines_of_file(row: dict[str, Any]) -> list[dict[str, Any]]:
 class GradingActor:
     """Loads the grader once; grades a batch of raw lines into output lines (or reported errors)."""
 
-    def __init__(self, model: str, threads: int, max_line_chars: int, skip_errors: bool) -> None:
+    def __init__(self, model: str, threads: int, max_line_chars: int) -> None:
         self.grader = load_grader(model, threads=threads)
-        self.max_line_chars, self.skip_errors = max_line_chars, skip_errors
+        self.max_line_chars = max_line_chars
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         out: list[tuple[int, str, str]] = []  # (position, kind "ok"/"error", text)
         pairs, kept, positions = [], [], []
         for i, (source, line, raw) in enumerate(zip(batch["source"], batch["line"], batch["raw"], strict=True)):
             problem, record = self._parse(str(raw))
-            if problem is not None:
-                where = f"{source}:{int(line)}"
-                if not self.skip_errors:
-                    raise DataError(f"{where}: {problem}; fix the line or pass --skip-errors")
+            if problem is not None:  # the driver stops at it, or reports it with --skip-errors
                 out.append((i, "error", json.dumps({"line": int(line), "source": str(source), "reason": problem})))
                 continue
             pairs.append((record["query"], record["text"]))
@@ -74,24 +73,34 @@ class GradingActor:
 
 
 def _read(ray: Any, source: str) -> Any:
-    """Rows of (source, line, raw) from JSONL files. Reading and splitting reserve no CPU: they are light,
-    and the grading actors hold every core they asked for (with all cores given to actors, a reading task
-    needing a CPU would wait for ever)."""
+    """Rows of (source, line, raw) from JSONL or Parquet files. Reading and splitting reserve no CPU: they
+    are light, and the grading actors hold every core they asked for (with all cores given to actors, a
+    reading task needing a CPU would wait for ever; Ray's own Parquet reader lists files in such a task,
+    hence row groups listed here and read by zero-CPU tasks)."""
+    if is_parquet(source):
+        pieces = parquet_pieces(source)
+        if not pieces:
+            raise DataError(f"{source}: no Parquet row groups to grade")
+        return ray.data.from_items(pieces, override_num_blocks=len(pieces)).flat_map(
+            read_piece, fn_args=(source,), num_cpus=0)
     return ray.data.read_binary_files(source, include_paths=True, num_cpus=0).flat_map(_lines_of_file, num_cpus=0)
 
 
-
 def _open_output(out: str) -> tuple[Any, Any]:
-    """A text stream to write and a function that publishes it: local files atomically (a .partial first),
-    remote URIs through pyarrow's filesystems."""
+    """A text sink for graded lines and a function that publishes it: local files atomically (a .partial
+    first), remote URIs through pyarrow's filesystems; Parquet rows when ``out`` ends in .parquet."""
+    parquet = out.endswith(".parquet")
     if "://" not in out:
         final = Path(out)
         tmp = final.with_suffix(final.suffix + ".partial")
-        handle = tmp.open("w", encoding="utf-8")
-        return handle, lambda: tmp.replace(final)
+        if parquet:
+            return ParquetSink(tmp.open("wb"), str(tmp)), lambda: tmp.replace(final)
+        return tmp.open("w", encoding="utf-8"), lambda: tmp.replace(final)
     fs = require("pyarrow.fs", "ray")
     filesystem, path = fs.FileSystem.from_uri(out)
     stream = filesystem.open_output_stream(path)
+    if parquet:
+        return ParquetSink(stream, out), lambda: None
     import io
 
     return io.TextIOWrapper(stream, encoding="utf-8"), lambda: None
@@ -113,27 +122,24 @@ def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "
     # to one actor, and a whole file would otherwise be one block
     context.target_max_block_size = max(BYTES_PER_LINE * block, 16 * 1024)
     graded = _read(ray, source).map_batches(
-        GradingActor, fn_constructor_kwargs={"model": model, "threads": threads, "max_line_chars": max_line_chars,
-                                             "skip_errors": skip_errors},
+        GradingActor, fn_constructor_kwargs={"model": model, "threads": threads, "max_line_chars": max_line_chars},
         batch_size=block, batch_format="numpy", concurrency=actors, num_cpus=threads)
     count = uncertain = 0
     skipped: list[dict[str, Any]] = []
     handle, publish = _open_output(out)
-    try:
-        with handle:
-            for batch in graded.iter_batches(batch_format="numpy", batch_size=block):
-                for kind, text in zip(batch["kind"], batch["text"], strict=True):
-                    if kind == "error":
-                        skipped.append(json.loads(str(text)))
-                        continue
-                    handle.write(str(text) + "\n")
-                    count += 1
-                    uncertain += kind == "uncertain"
-    except Exception as exc:
-        cause = _data_error_in(exc)
-        if cause is not None:  # the worker's message, not Ray's wrapping of it
-            raise DataError(f"{cause}. Lines graded before it are in {out}.partial") from exc
-        raise
+    with handle:
+        for batch in graded.iter_batches(batch_format="numpy", batch_size=block):
+            for kind, text in zip(batch["kind"], batch["text"], strict=True):
+                if kind == "error":
+                    bad = json.loads(str(text))
+                    if not skip_errors:  # rows come in input order: everything before it is written
+                        raise DataError(f"{bad['source']}:{bad['line']}: {bad['reason']}; fix the line or pass "
+                                        f"--skip-errors. The pairs graded before it are in {out}.partial")
+                    skipped.append(bad)
+                    continue
+                handle.write(str(text) + "\n")
+                count += 1
+                uncertain += kind == "uncertain"
     publish()
     seconds = time.perf_counter() - started
     summary: dict[str, Any] = {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
@@ -144,18 +150,3 @@ def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "
         summary["skipped"] = len(skipped)
         summary["skipped_lines"] = skipped[:50]
     return summary
-
-
-def _data_error_in(exc: BaseException) -> str | None:
-    """The DataError message a Ray task raised, found in the chain of Ray's wrapping exceptions."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, DataError):
-            return str(seen)
-        cause = getattr(seen, "cause", None)
-        if isinstance(cause, DataError):
-            return str(cause)
-        seen = seen.__cause__ or seen.__context__
-    text = str(exc)
-    marker = "DataError: "
-    return text.split(marker, 1)[1].splitlines()[0] if marker in text else None

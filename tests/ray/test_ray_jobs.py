@@ -9,6 +9,8 @@ from pipeline.cli.main import main
 from training.data import load_pairs
 
 ray = pytest.importorskip("ray")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
 
 QUESTIONS = ["When was the Eiffel Tower completed?", "Who wrote Hamlet?", "What is the capital of France?"]
 TEXTS = ["The Eiffel Tower was completed in 1889.", "Hamlet was written by Shakespeare.", "Bananas are yellow.",
@@ -54,9 +56,20 @@ def test_ray_grading_equals_the_local_command_pair_by_pair(runtime, tmp_path, ca
     assert remote == local  # ids (line numbers), probability, verdict, uncertainty, truncation: all equal
     assert any(json.loads(line)["truncated"] for line in remote) and json.loads(remote[0])["id"] == "row-0"
     assert not (tmp_path / "ray.jsonl.partial").exists()
+    # Parquet in and out (two files of several row groups): rows equal the local command's, row by row
+    folder = tmp_path / "parquet"
+    folder.mkdir()
+    records = [json.loads(line) for line in pairs.read_text().splitlines() if line.strip()]
+    for part, rows in enumerate((records[:25], records[25:])):
+        pq.write_table(pa.Table.from_pylist([{"chunk_id": None, "id": None, **r} for r in rows]),
+                       folder / f"part-{part}.parquet", row_group_size=7)
+    assert main(["grade-file", str(folder), "--out", str(tmp_path / "local.parquet")]) == 0
+    assert main(["grade-file", str(folder), "--out", str(tmp_path / "ray.parquet"), "--ray", "--block", "8"]) == 0
+    capsys.readouterr()
+    local_rows = pq.read_table(tmp_path / "local.parquet").to_pylist()
+    assert pq.read_table(tmp_path / "ray.parquet").to_pylist() == local_rows and len(local_rows) == 40
 
 
-@pytest.mark.slow
 def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
     pairs = _pairs_file(tmp_path / "pairs.jsonl", bad_line=True)
     assert main(["grade-file", str(pairs), "--out", str(tmp_path / "out.jsonl"), "--ray", "--block", "8"]) != 0
@@ -68,7 +81,6 @@ def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
     assert summary["pairs"] == 40 and summary["skipped"] == 1 and summary["skipped_lines"][0]["line"] == 23
 
 
-@pytest.mark.slow
 def test_ray_labelling_equals_the_local_command(runtime, server, tmp_path, capsys):
     data = tmp_path / "unlabelled.jsonl"
     data.write_text("".join(json.dumps({"query": QUESTIONS[i % 3], "text": TEXTS[i % 3] + f" ({i})"}) + "\n"
