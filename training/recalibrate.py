@@ -13,7 +13,7 @@ import logging
 import random
 import shutil
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,7 +223,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     note = small_sample_note(auto_test, target_error, delta) if target_error is not None else None
     if note:
         logger.warning("%s", note)
-    reference = make_reference(logits, [len(p.text) for p in pairs])
+    reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs])
     if llm_labels is not None:
         metrics = {**metrics, "llm_labels": {**llm_labels.to_dict(), "used_in_fit": used}}
     return Recalibration(calibrator=calibrator, choice=choice, metrics=metrics, reference=reference, note=note)
@@ -243,6 +243,25 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
                        fusion: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None) -> Path:
     """A new verified bundle: the source's files with the new calibration, thresholds and reference (and, from
     `crag adapt`, a refitted fusion head with the evidence for it)."""
+
+    def change(manifest: dict[str, Any]) -> None:
+        manifest["calibration"] = result.calibrator.to_dict()
+        manifest["thresholds"] = {**result.choice.to_dict(), "small_sample_note": result.note}
+        manifest["metrics"] = {**manifest["metrics"], "recalibration": result.metrics}
+        manifest["training"] = {**manifest["training"], "recalibrated_on": data.summary()}
+        manifest["reference"] = result.reference
+        if fusion is not None:
+            manifest["fusion"] = fusion
+        if adaptation is not None:
+            manifest["metrics"]["adaptation"] = adaptation
+
+    return write_derived_bundle(source_model, out, change)
+
+
+def write_derived_bundle(source_model: str | Path, out: str | Path, change: Callable[[dict[str, Any]], None], *,
+                         model_card: bool = True) -> Path:
+    """A new verified bundle at ``out``: the source's files, its manifest edited by ``change`` (staged, then
+    renamed into place; the source is never changed). ``model_card`` regenerates MODEL_CARD.md."""
     from training.model_card import write_model_card
 
     source = read_bundle(resolve_bundle(source_model))
@@ -251,17 +270,10 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source.path, staging)
     manifest = source.manifest.model_dump(exclude={"files"})
-    manifest["calibration"] = result.calibrator.to_dict()
-    manifest["thresholds"] = {**result.choice.to_dict(), "small_sample_note": result.note}
-    manifest["metrics"] = {**manifest["metrics"], "recalibration": result.metrics}
-    manifest["training"] = {**manifest["training"], "recalibrated_on": data.summary()}
-    manifest["reference"] = result.reference
-    if fusion is not None:
-        manifest["fusion"] = fusion
-    if adaptation is not None:
-        manifest["metrics"]["adaptation"] = adaptation
+    change(manifest)
     write_manifest(staging, manifest, sorted(source.manifest.files))
-    write_model_card(staging, {})
+    if model_card:
+        write_model_card(staging, {})
     staging.replace(out)
     return out
 

@@ -55,3 +55,59 @@ def test_bad_reference_is_a_config_error():
         ShiftMonitor({"n": 10})
     with pytest.raises(ConfigError):
         make_reference([1.0, 2.0], [1, 2])
+
+
+def _retrieval_results(rng, queries, per_query=10, shift=0.0):
+    """Chunks grouped by query as retrieval returns them: each query has its own score level."""
+    logits, lengths, names = [], [], []
+    for q in range(queries):
+        level, size = rng.normal(shift, 1.0), rng.integers(150, 600)
+        logits += list(rng.normal(level, 0.5, per_query))
+        lengths += list(rng.normal(size, 40.0, per_query))
+        names += [f"q{q}"] * per_query
+    return np.array(logits), np.array(lengths), names
+
+
+def test_design_effect_keeps_clustered_retrieval_results_from_false_alarms():
+    rng = np.random.default_rng(2)
+    logits, lengths, queries = _retrieval_results(rng, 300)
+    plain, clustered = make_reference(logits, lengths), make_reference(logits, lengths, queries)
+    assert clustered["design_effect"]["logit"] > 2.0 and clustered["design_effect"]["length"] > 2.0
+    live_logits, live_lengths, _ = _retrieval_results(rng, 300)  # new queries of the same domain
+    alarms = {"plain": 0, "clustered": 0}
+    for name, reference in (("plain", plain), ("clustered", clustered)):
+        monitor = ShiftMonitor(reference)
+        for i in range(0, live_logits.size, 10):
+            if monitor.observe(live_logits[i:i + 10], live_lengths[i:i + 10]).shifted:
+                alarms[name] += 1
+                monitor = ShiftMonitor(reference)
+    assert alarms["plain"] > 0 and alarms["clustered"] == 0
+    monitor, fired_at = ShiftMonitor(clustered), None  # a real change still fires soon
+    shifted_logits, shifted_lengths, _ = _retrieval_results(rng, 40, shift=-2.5)
+    for i in range(0, 200, 10):
+        monitor.observe(live_logits[i:i + 10], live_lengths[i:i + 10])
+    for i in range(0, shifted_logits.size, 10):
+        if monitor.observe(shifted_logits[i:i + 10], shifted_lengths[i:i + 10] * 3).shifted:
+            fired_at = i + 10
+            break
+    assert fired_at is not None and fired_at <= 200
+
+
+def test_few_queries_mean_no_design_effect_and_old_references_still_load():
+    rng = np.random.default_rng(3)
+    logits, lengths, queries = _retrieval_results(rng, 8)
+    effect = make_reference(logits, lengths, queries)["design_effect"]
+    assert effect["logit"] == effect["length"] == 1.0 and "fewer than" in effect["note"]
+    old = make_reference(logits, lengths)  # written before design effects: chunks treated as independent
+    assert "design_effect" not in old and ShiftMonitor(old).status().shifted is False
+    with pytest.raises(ConfigError, match="design effects must be >= 1"):
+        ShiftMonitor({**old, "design_effect": {"logit": 0.5}})
+
+
+def test_the_shipped_bundles_carry_design_effects():
+    from models.bundle import read_bundle
+    from models.registry import resolve_bundle
+
+    for name in ("default", "fast"):
+        effect = read_bundle(resolve_bundle(name)).manifest.reference["design_effect"]
+        assert effect["logit"] > 1.0 and effect["queries"] >= 600

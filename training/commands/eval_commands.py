@@ -15,7 +15,7 @@ from training.commands.common import add_target, guarantee_delta, targets_of
 from training.data import PairSet, groups_of, load_pairs, write_pairs
 from training.labels import parse_label_map
 
-__all__ = ["register_calibrate", "register_eval"]
+__all__ = ["register_calibrate", "register_eval", "register_reference"]
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -159,6 +159,22 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group-by", default=None,
                    help="a metadata field (or 'source'): the error target must hold in every group")
     p.set_defaults(handler=_calibrate)
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from training.shift_reference import refresh_reference
+
+    print_json(refresh_reference(args.model, args.data, args.out))
+    return 0
+
+
+def register_reference(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reference", help="remake a bundle's shift reference (with design effects) from the pairs "
+                                         "it was calibrated on")
+    p.add_argument("--model", default="default", help="bundle name or directory")
+    p.add_argument("--data", required=True, help="the pairs the bundle was calibrated on (JSONL; labels not needed)")
+    p.add_argument("--out", required=True, help="new bundle directory (the source is never changed)")
+    p.set_defaults(handler=_reference)
 
 
 def _bundle_from_labels(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:

@@ -61,6 +61,7 @@ def test_calibrate_writes_a_new_bundle(capsys, tmp_path, squad_pairs_file):
 
     m = read_bundle(out).manifest
     assert m.thresholds["target"]["max_escalation"] == 0.2 and "recalibration" in m.metrics
+    assert m.reference["n"] == 90 and m.reference["design_effect"]["logit"] >= 1.0  # the shift alarm's reference
     assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out)]) == 2
     assert "exists" in capsys.readouterr().err
 

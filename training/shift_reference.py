@@ -1,0 +1,38 @@
+"""``crag reference``: a bundle's shift reference remade from the pairs it was calibrated on.
+
+The reference (grader/shift.py) is what the live shift alarm compares against. Bundles written before
+references carried design effects treat live chunks as independent, which on real retrieval streams
+(chunks of a query together, queries unlike each other) raises false alarms. This writes a new bundle
+with the same weights, calibration and thresholds and a reference made from ``data`` with its queries;
+labels are not needed. The source bundle is never changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grader.shift import make_reference
+from models.registry import resolve_bundle
+from training.data import load_pairs
+from training.recalibrate import check_new_bundle_dir, cross_encoder_grader, write_derived_bundle
+
+__all__ = ["refresh_reference"]
+
+
+def refresh_reference(model: str | Path, data: str | Path, out: str | Path) -> dict[str, Any]:
+    """Write ``out``: ``model`` with a reference made from the pairs of ``data``; returns what changed."""
+    check_new_bundle_dir(resolve_bundle(model), out)  # before scoring: fail fast, overwrite nothing
+    pairs = load_pairs(data, labelled=False).pairs
+    grader = cross_encoder_grader(model)
+    logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
+    reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs])
+    previous: dict[str, Any] = {}
+
+    def change(manifest: dict[str, Any]) -> None:
+        previous.update(manifest.get("reference") or {})
+        manifest["reference"] = reference
+
+    target = write_derived_bundle(model, out, change, model_card=False)  # the card does not describe it
+    return {"out": str(target), "pairs": reference["n"], "design_effect": reference["design_effect"],
+            "previous_design_effect": previous.get("design_effect"), "previous_n": previous.get("n")}
