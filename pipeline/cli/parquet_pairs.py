@@ -1,6 +1,7 @@
 """Parquet pair files for ``crag grade-file`` (local and ``--ray``): rows in, graded rows out.
 
-A pair file is Parquet when its name ends in ``.parquet`` (a folder: when every file in it does). Rows need
+A pair file is Parquet when its name ends in ``.parquet`` (a folder: when every file in it does, leaving out
+the marker files Spark and Hadoop write, such as ``_SUCCESS`` and ``.crc`` files). Rows need
 string ``query`` and ``text`` columns; ``id``, ``query_id`` and ``chunk_id`` are copied to the output, and a
 row's ``id`` defaults to its row number (1-based, across the files in name order), so results join back to
 the input exactly as JSONL line numbers do. pyarrow is imported lazily (``crag-grader[parquet]`` or ``[ray]``).
@@ -34,8 +35,13 @@ def is_parquet(location: str) -> bool:
     from pathlib import Path
 
     folder = Path(location)
-    files = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    files = [p for p in folder.iterdir() if p.is_file() and not _is_marker(p.name)] if folder.is_dir() else []
     return bool(files) and all(p.suffix == ".parquet" for p in files)
+
+
+def _is_marker(name: str) -> bool:
+    """Files Spark and Hadoop write beside the data (_SUCCESS, .part-0.parquet.crc): never data."""
+    return name.startswith(("_", "."))
 
 
 def _filesystem(location: str) -> tuple[Any, str]:
@@ -58,7 +64,7 @@ def parquet_pieces(location: str) -> list[dict[str, Any]]:
         raise DataError(f"{location}: no such Parquet file or folder")
     if info.type == fs.FileType.Directory:
         files = sorted(f.path for f in filesystem.get_file_info(fs.FileSelector(path, recursive=True))
-                       if f.type == fs.FileType.File and f.path.endswith(".parquet"))
+                       if f.type == fs.FileType.File and f.path.endswith(".parquet") and not _is_marker(f.base_name))
     else:
         files = [path]
     pieces, first = [], 1

@@ -24,6 +24,8 @@ def test_parquet_in_and_out_equals_the_jsonl_command(tmp_path, capsys):
     folder.mkdir()
     _write(folder / "part-0.parquet", ROWS)
     _write(folder / "part-1.parquet", ROWS[:2])  # rows are numbered across files, in name order
+    (folder / "_SUCCESS").write_bytes(b"")  # what Spark writes beside its output: not data
+    (folder / ".part-1.parquet.crc").write_bytes(b"crc")
     jsonl = tmp_path / "pairs.jsonl"
     jsonl.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n"
                              for r in ROWS + ROWS[:2]), encoding="utf-8")
