@@ -11,6 +11,15 @@ from tests.fakes.openai_server import FakeOpenAI
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Tests (and the commands they start) never write the user's ~/.cache/crag."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("CRAG_CACHE", str(tmp_path_factory.mktemp("crag-cache")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def server():
     """A scripted OpenAI-compatible server on loopback (see tests/fakes/openai_server.py)."""

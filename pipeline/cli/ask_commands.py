@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -39,9 +40,13 @@ def _principal(args: argparse.Namespace) -> Principal:
 
 def demo_index() -> Path:
     """The shipped demo corpus as an index in the cache directory (built on first use, kept in step with the
-    corpus: re-indexing unchanged files costs a few lookups and no embedding)."""
-    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / "demo-index-v3"
-    ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
+    corpus: re-indexing unchanged files costs a few lookups and no embedding). One index per installed
+    copy of the corpus: documents are known by their path, so two installs sharing one index would each
+    add the corpus again and every answer would cite duplicates."""
+    corpus = (DEMO_DIR / "corpus").resolve()
+    install = hashlib.blake2b(str(corpus).encode("utf-8"), digest_size=6).hexdigest()
+    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / f"demo-index-v3-{install}"
+    ingest(LocalHybridIndex(root), [corpus], tenant=DEMO_TENANT)
     return root
 
 

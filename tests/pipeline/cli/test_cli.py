@@ -226,3 +226,23 @@ def test_the_whole_demo_golden_set_end_to_end(capsys, demo_cache):
     report = json.loads(capsys.readouterr().out)
     assert report["n"] == 26 and report["answer_rate_when_answerable"] >= 0.9
     assert report["sources_accuracy_when_answered"] >= 0.9 and report["degraded_rate"] == 0.0
+
+
+def test_the_demo_index_is_one_per_installed_corpus_and_never_grows(tmp_path, monkeypatch):
+    import shutil
+
+    from pipeline.cli import ask_commands
+    from pipeline.retrieval.index import LocalHybridIndex
+
+    monkeypatch.setenv("CRAG_CACHE", str(tmp_path / "cache"))
+    first = ask_commands.demo_index()
+    chunks = sum(1 for _ in LocalHybridIndex.open_existing(first).iter_chunks())
+    assert ask_commands.demo_index() == first and chunks > 0
+    assert sum(1 for _ in LocalHybridIndex.open_existing(first).iter_chunks()) == chunks
+    other = tmp_path / "other-install" / "demo"  # the same corpus installed elsewhere: its own index
+    shutil.copytree(ask_commands.DEMO_DIR, other)
+    monkeypatch.setattr(ask_commands, "DEMO_DIR", other)
+    second = ask_commands.demo_index()
+    assert second != first
+    assert sum(1 for _ in LocalHybridIndex.open_existing(second).iter_chunks()) == chunks
+    assert sum(1 for _ in LocalHybridIndex.open_existing(first).iter_chunks()) == chunks
