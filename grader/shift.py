@@ -39,6 +39,7 @@ CHUNKS_PER_QUERY = 10
 DESIGN_DRAWS = 400
 MIN_DESIGN_QUERIES = 20
 KOLMOGOROV_Q90 = 1.2238  # the 0.9 quantile of the Kolmogorov distribution
+_LEVELS = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)  # the probabilities of the stored quantiles
 
 
 def make_reference(logits: Any, lengths: Any, queries: Any = None, *, window: int = DEFAULT_WINDOW,
@@ -51,9 +52,8 @@ def make_reference(logits: Any, lengths: Any, queries: Any = None, *, window: in
     if x.size < MIN_REFERENCE_PAIRS or x.size != n.size or not np.all(np.isfinite(x)):
         raise ConfigError(f"a shift reference needs at least {MIN_REFERENCE_PAIRS} finite logits with lengths, "
                           f"got {x.size}")
-    qs = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)
-    reference: dict[str, Any] = {"n": int(x.size), "logit_quantiles": np.quantile(x, qs).round(5).tolist(),
-                                 "length_quantiles": np.quantile(n, qs).round(1).tolist()}
+    reference: dict[str, Any] = {"n": int(x.size), "logit_quantiles": np.quantile(x, _LEVELS).round(5).tolist(),
+                                 "length_quantiles": np.quantile(n, _LEVELS).round(1).tolist()}
     if queries is not None:
         reference["design_effect"] = design_effects(x, n, np.asarray(queries).ravel(), window=window, seed=seed)
     return reference
@@ -74,8 +74,8 @@ def design_effects(logits: np.ndarray, lengths: np.ndarray, queries: np.ndarray,
         return {"logit": 1.0, "length": 1.0, "queries": int(names.size), "chunks_per_query": CHUNKS_PER_QUERY,
                 "note": f"fewer than {MIN_DESIGN_QUERIES} queries: chunks treated as independent"}
     rng = np.random.default_rng(seed)
-    members = [np.flatnonzero(codes == q) for q in range(names.size)]
-    levels = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)
+    by_query = np.argsort(codes, kind="stable")  # the pairs of each query, without a pass per query
+    members = np.split(by_query, np.cumsum(np.bincount(codes))[:-1])
     scaled: dict[str, list[float]] = {"logit": [], "length": []}
     for _ in range(draws):
         order = rng.permutation(names.size)
@@ -89,7 +89,7 @@ def design_effects(logits: np.ndarray, lengths: np.ndarray, queries: np.ndarray,
         win = np.asarray(picked[:window])
         ne = win.size * ref.size / (win.size + ref.size)
         for name, values in (("logit", logits), ("length", lengths)):
-            d, _ = ks_two_sample(values[win], np.quantile(values[ref], levels), ref.size)
+            d, _ = ks_two_sample(values[win], np.quantile(values[ref], _LEVELS), ref.size)
             scaled[name].append(math.sqrt(ne) * d)
     effects = {name: round(max(1.0, (float(np.quantile(z, 0.9)) / KOLMOGOROV_Q90) ** 2), 3)
                for name, z in scaled.items()}

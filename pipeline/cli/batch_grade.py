@@ -20,7 +20,7 @@ from grader.factory import load_grader
 from models.errors import ConfigError, DataError
 from models.output import print_json
 from pipeline.cli.jsonl import iter_json_lines
-from pipeline.cli.parquet_pairs import KEPT_COLUMNS, ParquetSink, is_parquet, iter_parquet_rows
+from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_rows, open_graded_output
 
 __all__ = ["grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
 
@@ -122,24 +122,16 @@ def _grade_file(args: argparse.Namespace) -> int:
         summary = grade_stream(grader, Path(args.pairs), sys.stdout, **options)
         sys.stderr.write(json.dumps(summary) + "\n")
         return 0
-    out = Path(args.out)
-    tmp = out.with_suffix(out.suffix + ".partial")
+    handle, publish = open_graded_output(args.out)
     try:
-        with _output(tmp, parquet=out.suffix == ".parquet") as handle:
+        with handle:
             summary = grade_stream(grader, Path(args.pairs), handle, **options)
     except DataError as exc:  # never a truncated output under the final name; the graded part is kept
-        raise DataError(f"{exc}. The pairs graded before it are in {tmp}; fix the line or pass --skip-errors") \
-            from exc
-    tmp.replace(out)
+        raise DataError(f"{exc}. The pairs graded before it are in {args.out}.partial; fix the line or pass "
+                        "--skip-errors") from exc
+    publish()
     print_json(summary)
     return 0
-
-
-def _output(path: Path, *, parquet: bool) -> Any:
-    """The text sink graded lines go to: JSONL, or Parquet rows when the output name ends in .parquet."""
-    if parquet:
-        return ParquetSink(path.open("wb"), str(path))
-    return path.open("w", encoding="utf-8")
 
 
 def register_grade_file(sub: argparse._SubParsersAction) -> None:

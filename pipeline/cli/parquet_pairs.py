@@ -9,14 +9,17 @@ the input exactly as JSONL line numbers do. pyarrow is imported lazily (``crag-g
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import IO, Any
 
 from models.deps import require
 from models.errors import DataError
 
-__all__ = ["KEPT_COLUMNS", "PARQUET_COLUMNS", "ParquetSink", "is_parquet", "iter_parquet_rows", "parquet_pieces"]
+__all__ = ["KEPT_COLUMNS", "PARQUET_COLUMNS", "ParquetSink", "is_parquet", "iter_parquet_rows", "open_graded_output",
+           "parquet_pieces", "read_piece"]
 
 #: Columns read from a Parquet pair file (others are left on disk).
 PARQUET_COLUMNS = ("query", "text", "id", "query_id", "chunk_id")
@@ -32,8 +35,6 @@ def is_parquet(location: str) -> bool:
         return True
     if "://" in location:
         return False
-    from pathlib import Path
-
     folder = Path(location)
     files = [p for p in folder.iterdir() if p.is_file() and not _is_marker(p.name)] if folder.is_dir() else []
     return bool(files) and all(p.suffix == ".parquet" for p in files)
@@ -48,14 +49,11 @@ def _filesystem(location: str) -> tuple[Any, str]:
     fs = require("pyarrow.fs", "parquet")
     if "://" in location:
         return fs.FileSystem.from_uri(location)
-    from pathlib import Path
-
     return fs.LocalFileSystem(), str(Path(location).resolve())
 
 
-def parquet_pieces(location: str) -> list[dict[str, Any]]:
-    """Every row group of the Parquet file or folder at ``location``, with the row number its first row
-    has: the units a distributed job reads, numbered as the local reader numbers rows."""
+def _parquet_files(location: str) -> tuple[Any, list[tuple[str, Any]]]:
+    """The filesystem and each data file of the Parquet file or folder at ``location`` (name order), opened."""
     pq = require("pyarrow.parquet", "parquet")
     fs = require("pyarrow.fs", "parquet")
     filesystem, path = _filesystem(location)
@@ -63,16 +61,25 @@ def parquet_pieces(location: str) -> list[dict[str, Any]]:
     if info.type == fs.FileType.NotFound:
         raise DataError(f"{location}: no such Parquet file or folder")
     if info.type == fs.FileType.Directory:
-        files = sorted(f.path for f in filesystem.get_file_info(fs.FileSelector(path, recursive=True))
+        names = sorted(f.path for f in filesystem.get_file_info(fs.FileSelector(path, recursive=True))
                        if f.type == fs.FileType.File and f.path.endswith(".parquet") and not _is_marker(f.base_name))
     else:
-        files = [path]
-    pieces, first = [], 1
-    for file in files:
+        names = [path]
+    files = []
+    for name in names:
         try:
-            metadata = pq.ParquetFile(file, filesystem=filesystem).metadata
+            files.append((name, pq.ParquetFile(name, filesystem=filesystem)))
         except Exception as exc:  # pyarrow raises ArrowInvalid, OSError...: all mean an unreadable file
-            raise DataError(f"{file}: not a readable Parquet file ({exc})") from exc
+            raise DataError(f"{name}: not a readable Parquet file ({exc})") from exc
+    return filesystem, files
+
+
+def parquet_pieces(location: str) -> list[dict[str, Any]]:
+    """Every row group of the Parquet file or folder at ``location``, with the row number its first row
+    has: the units a distributed job reads, numbered as the local reader numbers rows."""
+    pieces, first = [], 1
+    for file, handle in _parquet_files(location)[1]:
+        metadata = handle.metadata
         for group in range(metadata.num_row_groups):
             pieces.append({"uri": file, "group": group, "first": first})
             first += metadata.row_group(group).num_rows
@@ -107,11 +114,8 @@ def iter_parquet_rows(location: str, *, errors: list[tuple[int, str]] | None = N
                       check: Callable[[Any], str | None] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, row) for every row, read in batches; a bad row is a DataError naming the file and row
     (or, with an ``errors`` list, is appended there as (row, reason) and skipped)."""
-    pq = require("pyarrow.parquet", "parquet")
-    filesystem, _ = _filesystem(location)
     number = 0
-    for piece_file in dict.fromkeys(p["uri"] for p in parquet_pieces(location)):
-        handle = pq.ParquetFile(piece_file, filesystem=filesystem)
+    for piece_file, handle in _parquet_files(location)[1]:
         for batch in handle.iter_batches(batch_size=ROWS_PER_READ, columns=_columns(handle, piece_file)):
             for record in batch.to_pylist():
                 number += 1
@@ -123,6 +127,22 @@ def iter_parquet_rows(location: str, *, errors: list[tuple[int, str]] | None = N
                     errors.append((number, f"{piece_file}:{number}: {problem}"))
                     continue
                 yield number, record
+
+
+def open_graded_output(out: str) -> tuple[Any, Callable[[], Any]]:
+    """Where graded lines go, and the function that publishes them once all are written: JSONL, or Parquet
+    rows when ``out`` ends in .parquet; a local path is written to ``out``.partial and renamed by publish (so
+    nothing truncated ever has the final name), a URI (s3://, gs://, file://) is written through pyarrow."""
+    parquet = out.endswith(".parquet")
+    if "://" not in out:
+        final = Path(out)
+        tmp = final.with_name(final.name + ".partial")
+        sink = ParquetSink(tmp.open("wb"), str(tmp)) if parquet else tmp.open("w", encoding="utf-8")
+        return sink, lambda: tmp.replace(final)
+    filesystem, path = _filesystem(out)
+    stream = filesystem.open_output_stream(path)
+    sink = ParquetSink(stream, out) if parquet else io.TextIOWrapper(stream, encoding="utf-8")
+    return sink, lambda: None
 
 
 class ParquetSink:

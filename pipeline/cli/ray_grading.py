@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from grader.factory import load_grader
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem
-from pipeline.cli.parquet_pairs import ParquetSink, is_parquet, parquet_pieces, read_piece
+from pipeline.cli.parquet_pairs import is_parquet, open_graded_output, parquet_pieces, read_piece
 
 __all__ = ["grade_with_ray"]
 
@@ -86,26 +85,6 @@ def _read(ray: Any, source: str) -> Any:
     return ray.data.read_binary_files(source, include_paths=True, num_cpus=0).flat_map(_lines_of_file, num_cpus=0)
 
 
-def _open_output(out: str) -> tuple[Any, Any]:
-    """A text sink for graded lines and a function that publishes it: local files atomically (a .partial
-    first), remote URIs through pyarrow's filesystems; Parquet rows when ``out`` ends in .parquet."""
-    parquet = out.endswith(".parquet")
-    if "://" not in out:
-        final = Path(out)
-        tmp = final.with_suffix(final.suffix + ".partial")
-        if parquet:
-            return ParquetSink(tmp.open("wb"), str(tmp)), lambda: tmp.replace(final)
-        return tmp.open("w", encoding="utf-8"), lambda: tmp.replace(final)
-    fs = require("pyarrow.fs", "ray")
-    filesystem, path = fs.FileSystem.from_uri(out)
-    stream = filesystem.open_output_stream(path)
-    if parquet:
-        return ParquetSink(stream, out), lambda: None
-    import io
-
-    return io.TextIOWrapper(stream, encoding="utf-8"), lambda: None
-
-
 def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "default", actors: int = 2,
                    threads: int = 1, block: int = 256, skip_errors: bool = False,
                    max_line_chars: int = 1_000_000) -> dict[str, Any]:
@@ -126,7 +105,7 @@ def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "
         batch_size=block, batch_format="numpy", concurrency=actors, num_cpus=threads)
     count = uncertain = 0
     skipped: list[dict[str, Any]] = []
-    handle, publish = _open_output(out)
+    handle, publish = open_graded_output(out)
     with handle:
         for batch in graded.iter_batches(batch_format="numpy", batch_size=block):
             for kind, text in zip(batch["kind"], batch["text"], strict=True):
