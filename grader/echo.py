@@ -1,9 +1,13 @@
-"""Chunks that only repeat the question: decided irrelevant without the model.
+"""Chunks that cannot answer anything: decided irrelevant without the model.
 
-A chunk whose content words all occur in the query ("hello" for "hello", "So is there an IKEA there?"
-for "Is there an IKEA in Dubai?", "???") carries no information beyond the question, so it cannot answer
-it. A cross-encoder and a bi-encoder both score such echoes high (they share every word with the query),
-so this rule runs before them, like the rule for empty chunks.
+- Echoes: a chunk whose content words all occur in the query ("hello" for "hello", "So is there an IKEA
+  there?" for "Is there an IKEA in Dubai?", "???") carries no information beyond the question.
+- No words: a chunk without a word of two letters or a digit ("y", "- -", "a b c").
+
+A cross-encoder and a bi-encoder both score echoes high (they share every word with the query), so these
+rules run before them, like the rule for empty chunks. Chunks made only of questions are left to the model:
+in tech support, answers are often phrased as questions ("Have you looked at your account's permissions?"
+was the accepted answer to 9 held-out StackFAQ queries).
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["repeats_query"]
+__all__ = ["non_answer_reason", "repeats_query"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_REAL_WORD = re.compile(r"[^\W\d_]{2,}|\d", re.UNICODE)
 _STOPWORD_TEXT = (
     "a an the of to in on for and or is are was were be been being by with what which who whom whose when where "
     "why how does do did done from as at that this these those it its into than then there their they them he "
@@ -37,3 +42,14 @@ def _query_words(query: str) -> frozenset[str]:
 def repeats_query(query: str, text: str) -> bool:
     """True when ``text`` has no content word that is not already in ``query``."""
     return _content_words(text) <= _query_words(query)
+
+
+def non_answer_reason(query: str, text: str) -> str | None:
+    """Why ``text`` cannot answer ``query`` whatever a model says, or None when the model must judge it."""
+    if not text.strip():
+        return "empty chunk text"
+    if repeats_query(query, text):
+        return "the chunk only repeats words of the query; it adds nothing that could answer it"
+    if not _REAL_WORD.search(text):
+        return "the chunk has no word of two letters or more and no number"
+    return None

@@ -1,7 +1,8 @@
 """The shipped all-MiniLM-L6-v2 bi-encoder in int8 ONNX (numpy, tokenizers, onnxruntime; no torch).
 
-Used by the retrieval index for dense vectors. It lives in ``grader`` (not ``pipeline``) so that a grader
-may also use the base model's cosine, which the next training round plans as a feature of the final score.
+Used by the retrieval index for dense vectors and by fused graders for the base model's cosine
+(:mod:`grader.fusion`). A text longer than the model's 256 tokens has one vector per overlapping window
+(``embed_windows``), so that a long page is not judged by its first screen (often navigation) alone.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from grader.bounded_cache import BoundedCache, content_key
 from grader.session_pool import SessionPool
 from models.bundle import sha256_file
 from models.deps import require
-from models.errors import BundleError
+from models.errors import BundleError, ConfigError
 
 __all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache"]
+
+CHARS_PER_TOKEN_CAP = 12  # as grader.encoding: text past what the windows could read is never tokenised
 
 EMBEDDER_DIR = Path(models.__file__).resolve().parent / "embedders" / "minilm-l6"
 CACHE_VECTORS = 4096  # per model file: ~1.5 kB each
@@ -56,8 +59,12 @@ class OnnxMiniLMEmbedder:
         self.dim = int(manifest.get("dim", 384))
         self.batch_size = max(1, batch_size)
         self.tokenizer = tokenizers.Tokenizer.from_file(str(root / "tokenizer.json"))
-        self.tokenizer.enable_truncation(int(manifest.get("max_length", 256)))
+        self.max_length = int(manifest.get("max_length", 256))
+        self.tokenizer.enable_truncation(self.max_length)
         self.tokenizer.no_padding()  # the shipped tokenizer.json pads to a fixed length; we pad per batch
+        self._windowed = tokenizers.Tokenizer.from_file(str(root / "tokenizer.json"))
+        self._windowed.no_padding()
+        self._windowed.enable_truncation(self.max_length, stride=self.max_length // 4)
         model_file = str(manifest["model_file"])
         self.sessions = SessionPool(root / model_file, threads, what="embedder model")
         # one text per call gives each text one vector whatever it is embedded with: only then can it be cached
@@ -87,12 +94,46 @@ class OnnxMiniLMEmbedder:
         self.cache.put_many((keys[i], out[i].copy()) for i in firsts)
         return out
 
+    def embed_windows(self, texts: Sequence[str], *, max_windows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of each text's windows and the text each belongs to: ``(vectors (m, dim), owner (m,))``.
+
+        The first window's vector is ``embed``'s (what an index stores, so it is shared); a text longer than
+        one window adds overlapping windows (stride a quarter window), at most ``max_windows`` in all."""
+        if not isinstance(max_windows, int) or max_windows < 1:
+            raise ConfigError(f"max_windows must be a positive int (1 = the first window only), got {max_windows!r}")
+        first = self.embed(texts)
+        if max_windows == 1:
+            return first, np.arange(len(texts), dtype=np.int64)
+        # a WordPiece token covers at least one character: shorter texts fit in one window
+        extra: list[tuple[int, bytes, object]] = []  # (text row, cache key, encoding) of windows 2..max_windows
+        for i, text in enumerate(texts):
+            if len(text) > self.max_length - 2:
+                clipped = text[: max_windows * self.max_length * CHARS_PER_TOKEN_CAP]
+                for k, window in enumerate(self._windowed.encode(clipped).overflowing[: max_windows - 1]):
+                    extra.append((i, content_key(text, f"window {k + 2} of {self.max_length}"), window))
+        vectors = np.zeros((len(extra), self.dim), dtype=np.float32)
+        todo = []
+        for j, (_, key, _) in enumerate(extra):
+            vector = self.cache.get(key)
+            if vector is None:
+                todo.append(j)
+            else:
+                vectors[j] = vector
+        for j, vector in zip(todo, self.sessions.map(lambda j: self._embed_encodings([extra[j][2]])[0], todo),
+                             strict=True):
+            vectors[j] = vector
+        self.cache.put_many((extra[j][1], vectors[j].copy()) for j in todo)
+        owner = np.array([i for i, _, _ in extra], dtype=np.int64)
+        return np.concatenate([first, vectors]), np.concatenate([np.arange(len(texts), dtype=np.int64), owner])
+
     def _embed_batch(self, texts: Sequence[str], rows: Sequence[int]) -> np.ndarray:
-        encoded = self.tokenizer.encode_batch([texts[i] or " " for i in rows])
-        width = max(len(e.ids) for e in encoded)
-        ids = np.zeros((len(rows), width), dtype=np.int64)
+        return self._embed_encodings(self.tokenizer.encode_batch([texts[i] or " " for i in rows]))
+
+    def _embed_encodings(self, encoded: Sequence[object]) -> np.ndarray:
+        width = max(len(e.ids) for e in encoded)  # type: ignore[attr-defined]
+        ids = np.zeros((len(encoded), width), dtype=np.int64)
         mask = np.zeros_like(ids)
-        for r, e in enumerate(encoded):
+        for r, e in enumerate(encoded):  # type: ignore[assignment]
             ids[r, : len(e.ids)] = e.ids
             mask[r, : len(e.ids)] = 1
         hidden = self.sessions.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})

@@ -7,11 +7,11 @@ therefore also carries that frozen bi-encoder and scores every pair as
 
     logit = w_ce * ce_logit + w_cos * cosine + bias
 
-where ``ce_logit`` is the cross-encoder's logit (max over the windows read) and ``cosine`` the frozen
-bi-encoder's cosine between query and text (its first 256 tokens). ``crag fuse`` chooses the mix so that the
-worst domain of its data gains the most over the cosine alone (validated leaving each domain out), then
-calibration and thresholds apply to the fused logit like to any other. Word-overlap features were tried and
-left out: on BM25-mined negatives they learn the mining, not relevance.
+where ``ce_logit`` is the cross-encoder's logit and ``cosine`` the frozen bi-encoder's cosine between query
+and text, each the best over the same number of overlapping windows of a long text. ``crag fuse`` chooses
+the mix so that the worst domain of its data gains the most over the cosine alone (validated leaving each
+domain out), then calibration and thresholds apply to the fused logit like to any other. Word-overlap
+features were tried and left out: on BM25-mined negatives they learn the mining, not relevance.
 """
 
 from __future__ import annotations
@@ -30,17 +30,25 @@ __all__ = ["FEATURES", "FusionHead", "cosines"]
 FEATURES = ("ce_logit", "cosine")
 
 
-def cosines(embedder: Any, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-    """Bi-encoder cosine per pair, each distinct query and text embedded once."""
+def cosines(embedder: Any, pairs: Sequence[tuple[str, str]], *, max_windows: int = 1) -> np.ndarray:
+    """Bi-encoder cosine per pair, each distinct query and text embedded once; a text longer than one window
+    counts its best window (of at most ``max_windows``), like the cross-encoder."""
     queries = sorted({q for q, _ in pairs})
     texts = sorted({t for _, t in pairs})
     q_vectors = embedder.embed(queries)
-    t_vectors = embedder.embed(texts)
     q_index = {q: i for i, q in enumerate(queries)}
     t_index = {t: i for i, t in enumerate(texts)}
-    q_rows = np.array([q_index[q] for q, _ in pairs], dtype=np.int64)
-    t_rows = np.array([t_index[t] for _, t in pairs], dtype=np.int64)
-    return np.einsum("ij,ij->i", q_vectors[q_rows], t_vectors[t_rows]).astype(np.float64)
+    if max_windows == 1:
+        t_vectors, owner = embedder.embed(texts), np.arange(len(texts))
+    else:
+        t_vectors, owner = embedder.embed_windows(texts, max_windows=max_windows)
+    windows_of: list[list[int]] = [[] for _ in texts]
+    for row, text in enumerate(owner):
+        windows_of[int(text)].append(row)
+    out = np.empty(len(pairs), dtype=np.float64)
+    for i, (q, t) in enumerate(pairs):
+        out[i] = float(np.max(t_vectors[windows_of[t_index[t]]] @ q_vectors[q_index[q]]))
+    return out
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,16 @@ logger = logging.getLogger(__name__)
 PROBE_FILE = "probe.jsonl"
 PROBE_SIZE = 256
 SELECTION = ("pooled", "domain_mean")
+TEACHER_SCORES = ("cross_encoder", "fused")
+
+
+def _checkpoint_dir(init: str | Path) -> Path:
+    """A trained checkpoint to start from: a bundle trained by `crag train` (or its checkpoint folder)."""
+    path = Path(init).expanduser()
+    if not ((path / "head_config.json").is_file() and (path / "model.safetensors").is_file()):
+        raise ConfigError(f"init {str(init)!r} is not a trained checkpoint (it needs head_config.json and "
+                          "model.safetensors, as `crag train` writes); pass the output folder of `crag train`")
+    return path
 
 
 def domain_of(pair: LabelledPair) -> str:
@@ -81,6 +91,8 @@ class TrainConfig:
     layers: int = 0  # keep only the base encoder's first N layers (0: all of them)
     teacher: str | None = None  # a grader bundle whose scores the student learns from, besides the labels
     distill_weight: float = 0.5
+    teacher_score: str = "cross_encoder"  # or "fused": a fused teacher's full probability, cosine included
+    init: str | None = None  # a trained checkpoint (config.json, head_config.json, model.safetensors) to start from
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -101,6 +113,8 @@ class TrainConfig:
              "set exactly one of target_error and target_escalation"),
             (isinstance(self.layers, int) and self.layers >= 0, "layers must be an int >= 0 (0 keeps all)"),
             (0 <= self.distill_weight <= 1, "distill_weight must be in [0, 1]"),
+            (self.teacher_score in TEACHER_SCORES, f"teacher_score must be one of {list(TEACHER_SCORES)}"),
+            (self.init is None or not self.layers, "init and layers exclude each other (init keeps its layers)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -123,13 +137,16 @@ def _target(label: Verdict, partial_target: float) -> float:
     return {Verdict.RELEVANT: 1.0, Verdict.PARTIAL: partial_target, Verdict.IRRELEVANT: 0.0}[label]
 
 
-def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair]) -> np.ndarray:
-    """The teacher's probability per pair from its cross-encoder logit alone (a fused teacher's cosine is left
-    out: the student is fused with its own cosine afterwards)."""
+def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair], score: str = "cross_encoder") -> np.ndarray:
+    """The teacher's probability per pair. ``cross_encoder``: from its cross-encoder logit alone (a fused
+    teacher's cosine is left out: the student is fused with its own cosine afterwards). ``fused``: the
+    teacher's calibrated probability, cosine included (a student meant to carry the cosine in one pass)."""
     from grader.factory import load_grader
 
     grader = load_grader(teacher, backend="auto", cache_pairs=0)
     scored = grader.score_pairs([(p.query, p.text) for p in pairs])  # type: ignore[attr-defined]
+    if score == "fused":
+        return np.asarray(grader.probabilities(scored.logits), dtype=np.float64)  # type: ignore[attr-defined]
     ce = scored.fusion_inputs[0] if scored.fusion_inputs is not None else scored.logits
     return 1.0 / (1.0 + np.exp(-np.asarray(ce, dtype=np.float64)))
 
@@ -233,13 +250,14 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     encoder = PairEncoder(base_dir / "tokenizer.json", config.max_length)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    model = build_cross_encoder(base_dir, layers=config.layers).to(config.device)
+    model = (load_cross_encoder(_checkpoint_dir(config.init)).train() if config.init
+             else build_cross_encoder(base_dir, layers=config.layers)).to(config.device)
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
     if config.teacher:
         t0 = time.perf_counter()
-        soft = teacher_probabilities(config.teacher, pairs)
+        soft = teacher_probabilities(config.teacher, pairs, config.teacher_score)
         targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
         logger.info("teacher %s scored %d pairs in %.0f s", config.teacher, len(pairs), time.perf_counter() - t0)
     steps_per_epoch = math.ceil(len(pairs) / config.batch_size)

@@ -62,7 +62,7 @@ def fusion_inputs(grader: CrossEncoderGrader, pairs: Sequence[LabelledPair],
     texts = [(p.query, p.text) for p in pairs]
     logits = grader.score_pairs(texts).logits
     embedder = embedder or OnnxMiniLMEmbedder(EMBEDDER_DIR, batch_size=1)  # as the fused grader runs it
-    return logits, cosines(embedder, texts)
+    return logits, cosines(embedder, texts, max_windows=grader.max_windows)  # as the fused grader reads them
 
 
 def head_for_share(share: float, ce_logits: np.ndarray, cosine: np.ndarray, *,

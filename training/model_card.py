@@ -89,6 +89,21 @@ def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
     return lines
 
 
+def _reference_lines(m: Any) -> list[str]:
+    """What the shift alarm compares live scores with (grader.shift)."""
+    ref = m.reference
+    if not ref:
+        return []
+    effect = ref.get("design_effect") or {}
+    detail = (f" ({effect['queries']} queries); design effects {effect['logit']:.3f} on scores and "
+              f"{effect['length']:.3f} on chunk lengths (windows of {effect['chunks_per_query']} chunks per query)"
+              if {"queries", "logit", "length", "chunks_per_query"} <= set(effect) else "; no design effects (an "
+              "older reference: the alarm treats chunks as independent)")
+    return ["", "## Shift reference",
+            f"{ref.get('n', 0):,} pairs of the calibration data{detail}. Remake it for other calibration data with "
+            "`crag reference --model <bundle> --data <pairs.jsonl> --out <new bundle>`."]
+
+
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:
     """Write MODEL_CARD.md into the bundle directory (it is not part of the hashed files)."""
     bundle = read_bundle(bundle_dir)
@@ -146,11 +161,13 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         *_baseline_rows(reports, trained),
         *_threshold_rows(m, trained),
         *_fusion_lines(m, trained),
+        *_reference_lines(m),
         "",
         "## Intended use and limits",
         "- Grading retrieved English chunks (sentences to ~250 tokens) for question-like queries in a CRAG",
-        "  pipeline; longer chunks are read in overlapping windows of max_length (at most 4 by default, the best",
-        "  window counts; `Grade.windows`), and text past the last window is flagged `truncated`.",
+        "  pipeline; longer chunks are read in overlapping windows of max_length (at most 8 by default; the",
+        "  cross-encoder and the bi-encoder cosine each count their best window; `Grade.windows`), and text past",
+        "  the last window is flagged `truncated`.",
         "- The thresholds were chosen so that the error target holds in each domain of the calibration data; on",
         "  a new domain, recalibrate on 100-300 labelled pairs with `crag calibrate` (finite-sample guarantee by",
         "  default), or fine-tune with `crag train`.",

@@ -3,7 +3,7 @@
 import pytest
 
 from grader import load_grader
-from grader.echo import repeats_query
+from grader.echo import non_answer_reason, repeats_query
 
 
 @pytest.mark.parametrize(("query", "text", "echo"), [
@@ -26,3 +26,23 @@ def test_grader_decides_echoes_without_the_model_and_grades_the_rest():
     assert (echo.verdict.value, echo.decided_by, echo.probability) == ("irrelevant", "heuristic", 0.0)
     assert "repeats" in echo.reason and not echo.uncertain
     assert answer.decided_by == "model" and answer.probability > 0.3
+
+
+@pytest.mark.parametrize(("query", "text", "reason"), [
+    ("What is the capital of France?", "   ", "empty"),
+    ("hello", "hello", "repeats"),
+    ("x", "y", "no word"),
+    ("What is the capital of France?", "- - z", "no word"),
+    ("What is the capital of France?", "Paris.", None),
+    ("When was the Eiffel Tower built?", "1889", None),
+    ("Why does my login fail?", "Have you looked at your account's permissions?", None),  # answers as a question
+])
+def test_non_answer_reason(query, text, reason):
+    got = non_answer_reason(query, text)
+    assert got is None if reason is None else reason in got
+
+
+def test_grader_decides_wordless_chunks_without_the_model():
+    (grade,) = load_grader("default").grade("x", ["y"])
+    assert (grade.verdict.value, grade.decided_by, grade.probability) == ("irrelevant", "heuristic", 0.0)
+    assert "no word" in grade.reason

@@ -44,3 +44,21 @@ def test_cosines_embed_each_distinct_text_once():
     got = cosines(embedder, [("q", "same"), ("q", "other"), ("q", "half"), ("q", "same")])
     assert np.allclose(got, [1.0, 0.0, 0.6, 1.0])
     assert sorted(embedder.calls) == ["half", "other", "q", "same"]
+
+
+class _WindowedEmbedder(_Embedder):
+    """Texts named "long:a,b" have windows a and b; others one window."""
+
+    def embed_windows(self, texts, *, max_windows):
+        vectors, owner = [], []
+        for i, text in enumerate(texts):
+            parts = text.removeprefix("long:").split(",")[:max_windows]
+            vectors += [self.embed([p])[0] for p in parts]
+            owner += [i] * len(parts)
+        return np.array(vectors), np.array(owner)
+
+
+def test_cosines_count_the_best_window_of_a_long_text():
+    pairs = [("q", "long:other,same"), ("q", "half")]
+    assert np.allclose(cosines(_WindowedEmbedder(), pairs, max_windows=4), [1.0, 0.6])
+    assert np.allclose(cosines(_WindowedEmbedder(), [("q", "half")], max_windows=1), [0.6])

@@ -89,7 +89,8 @@ def test_evaluate_report_and_plots(tiny_onnx_bundle, squad_pairs_file, tmp_path)
 
 @pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"calibration": "magic"}, {"target_error": None},
                                     {"target_escalation": 0.2}, {"partial_target": 2}, {"layers": -1},
-                                    {"distill_weight": 1.5}])
+                                    {"distill_weight": 1.5}, {"teacher_score": "cosine"},
+                                    {"init": "runs/x", "layers": 2}])
 def test_train_config_validation(kwargs):
     with pytest.raises(ConfigError, match="TrainConfig"):
         TrainConfig(**kwargs)
@@ -143,3 +144,33 @@ def test_a_student_has_fewer_layers_and_learns_from_its_teacher(tiny_onnx_bundle
     assert config["num_hidden_layers"] == 2 and result.steps == 2
     recorded = read_bundle(out).manifest.training
     assert recorded["config"]["layers"] == 2 and recorded["config"]["teacher"] == str(tiny_onnx_bundle)
+
+
+def test_a_fused_student_starts_from_a_checkpoint_and_learns_the_fused_probability(tiny_torch_bundle,
+                                                                                  squad_pairs_file, tmp_path):
+    from training.data import PairSet
+    from training.finetune import teacher_probabilities, train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    teacher = load_grader("default", cache_pairs=0)
+    soft = teacher_probabilities("default", pairs[:6], "fused")
+    scored = teacher.score_pairs([(p.query, p.text) for p in pairs[:6]])
+    assert np.allclose(soft, teacher.probabilities(scored.logits))  # calibrated, cosine included
+    assert not np.allclose(soft, teacher_probabilities("default", pairs[:6]))  # not the cross-encoder alone
+    out = tmp_path / "fused-student"
+    train_grader(PairSet(pairs[:24]), PairSet(pairs[40:70]), out,
+                 TrainConfig(max_length=64, max_steps=1, batch_size=8, progress=False, init=str(tiny_torch_bundle),
+                             teacher="default", teacher_score="fused", target_escalation=0.5, target_error=None,
+                             name="fused-student"))
+    assert json.loads((out / "config.json").read_text()) == json.loads((tiny_torch_bundle / "config.json").read_text())
+    assert read_bundle(out).manifest.training["config"]["init"] == str(tiny_torch_bundle)
+
+
+def test_init_that_is_not_a_checkpoint_is_refused(squad_pairs_file, tmp_path):
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    with pytest.raises(ConfigError, match="not a trained checkpoint"):
+        train_grader(PairSet(pairs[:24]), PairSet(pairs[40:70]), tmp_path / "out",
+                     TrainConfig(max_steps=1, progress=False, init=str(tmp_path)))

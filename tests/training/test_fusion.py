@@ -80,7 +80,7 @@ def test_crag_fuse_writes_a_verified_calibrated_int8_bundle(tiny_onnx_bundle, sq
     texts = [(p.query, p.text) for p in pairs]
     scored = fused.score_pairs(texts)
     expected = fused.fusion.combine(source.score_pairs(texts).logits,
-                                    cosines(OnnxMiniLMEmbedder(EMBEDDER_DIR), texts))
+                                    cosines(OnnxMiniLMEmbedder(EMBEDDER_DIR), texts, max_windows=fused.max_windows))
     assert np.allclose(scored.logits, expected, atol=1e-4)
     grades = fused.grade_many([(p.query, [p.text]) for p in pairs])
     assert [g[0].logit for g in grades] == pytest.approx(scored.logits.tolist(), abs=1e-4)
