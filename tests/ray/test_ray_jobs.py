@@ -14,7 +14,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 QUESTIONS = ["When was the Eiffel Tower completed?", "Who wrote Hamlet?", "What is the capital of France?"]
 TEXTS = ["The Eiffel Tower was completed in 1889.", "Hamlet was written by Shakespeare.", "Bananas are yellow.",
-         "Paris is the capital and largest city of France. " * 80]  # long: read in windows, flagged truncated
+         "Paris is the capital and largest city of France. " * 200]  # long: read in windows, flagged truncated
 
 
 @pytest.fixture(scope="module")
