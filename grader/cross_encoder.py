@@ -20,7 +20,7 @@ from grader.echo import non_answer_reason
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.fusion import FusionHead, cosines
 from grader.policy import ThresholdPolicy
-from grader.shift import ShiftMonitor, ShiftStatus
+from grader.shift import ShiftMonitor, ShiftStatus, monitoring_paused
 from models.bundle import Bundle
 from models.errors import ConfigError
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
@@ -113,7 +113,7 @@ class CrossEncoderGrader:
         return self.shift_monitor.status() if self.shift_monitor else None
 
     def _watch_shift(self, logits: np.ndarray, texts: Sequence[str]) -> None:
-        if self.shift_monitor is None:
+        if self.shift_monitor is None or monitoring_paused():
             return
         status = self.shift_monitor.observe(logits, [len(t) for t in texts])
         if status.shifted and not self._shift_warned:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +30,7 @@ import numpy as np
 from models.errors import ConfigError
 
 __all__ = ["MIN_REFERENCE_PAIRS", "ShiftMonitor", "ShiftStatus", "compare_to_reference", "design_effects",
-           "ks_two_sample", "make_reference"]
+           "ks_two_sample", "make_reference", "monitoring_paused", "not_monitored"]
 
 REFERENCE_QUANTILES = 201
 DEFAULT_WINDOW = 200
@@ -38,6 +40,26 @@ MIN_REFERENCE_PAIRS = 20
 CHUNKS_PER_QUERY = 10
 DESIGN_DRAWS = 400
 MIN_DESIGN_QUERIES = 20
+
+_thread_state = threading.local()
+
+
+@contextmanager
+def not_monitored() -> Iterator[None]:
+    """Grades made inside (in this thread) are not fed to any shift monitor: texts that are not retrieved
+    chunks, such as the corrective loop's sentence strips, would look like a shift of the data (on the demo
+    they set off the alarm by their length alone)."""
+    previous = monitoring_paused()
+    _thread_state.paused = True
+    try:
+        yield
+    finally:
+        _thread_state.paused = previous
+
+
+def monitoring_paused() -> bool:
+    """True inside :func:`not_monitored` in this thread."""
+    return bool(getattr(_thread_state, "paused", False))
 KOLMOGOROV_Q90 = 1.2238  # the 0.9 quantile of the Kolmogorov distribution
 _LEVELS = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)  # the probabilities of the stored quantiles
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grader.protocol import Grader
+from grader.shift import not_monitored
 from models.types import Chunk, Grade
 from pipeline.retrieval.documents import StoredChunk
 from pipeline.retrieval.words import STOPWORDS
@@ -100,7 +101,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
                 strips.append((chunk.chunk_id, len(strips), sentence.strip()))
     if not strips:
         return []
-    grades = grader.grade(query, [Chunk(text=s[2], chunk_id=s[0]) for s in strips])
+    with not_monitored():  # strips are not retrieved chunks: the shift alarm watches chunks only
+        grades = grader.grade(query, [Chunk(text=s[2], chunk_id=s[0]) for s in strips])
     ranked = sorted(range(len(strips)), key=lambda i: -grades[i].probability)
     kept: list[int] = []
     used = 0

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from grader.shift import ShiftMonitor, ks_two_sample, make_reference
+from grader.shift import ShiftMonitor, ks_two_sample, make_reference, monitoring_paused, not_monitored
 from models import ConfigError
 
 
@@ -48,6 +48,20 @@ def test_the_grader_warns_once_and_keeps_its_verdicts(tmp_path):
         after = [g.probability for g in grader.grade("What is the capital of France?", chunks)]
     assert after == before
     assert grader.shift_status().shifted
+
+
+def test_grades_made_while_not_monitored_are_not_watched():
+    from grader import load_grader
+
+    grader = load_grader("default", threads=1)
+    grader.shift_monitor = ShiftMonitor(make_reference(np.arange(50) * 0.01, np.full(50, 10.0)), window=20,
+                                        check_every=5)
+    with not_monitored():
+        assert monitoring_paused()
+        grader.grade("What is the capital of France?", ["Paris is the capital of France."] * 3)
+    assert not monitoring_paused() and grader.shift_status().seen == 0
+    grader.grade("What is the capital of France?", ["Paris is the capital of France.", "Lyon is in France."])
+    assert grader.shift_status().seen == 2
 
 
 def test_bad_reference_is_a_config_error():

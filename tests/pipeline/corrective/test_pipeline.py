@@ -150,3 +150,17 @@ def test_access_denied_needs_the_whole_question_not_one_rare_token(tmp_path):
     question = "salary band for the accordion workshop staff in Paris"  # 5 of its 6 content terms are there
     assert index.hidden_matches(question, support) == 1
     assert index.hidden_matches(question, support, min_coverage=0.9) == 0
+
+
+def test_the_corrective_loop_does_not_watch_its_sentence_strips():
+    import numpy as np
+
+    from grader import load_grader
+    from grader.shift import ShiftMonitor, make_reference
+    from pipeline.corrective.correction import refine
+
+    grader = load_grader("default", threads=1)
+    grader.shift_monitor = ShiftMonitor(make_reference(np.arange(50) * 0.01, np.full(50, 10.0)))
+    chunk = make_chunk("c1", "Paris is the capital of France. It lies on the Seine river.")
+    strips = refine("What is the capital of France?", [chunk], grader)
+    assert strips and grader.shift_status().seen == 0
