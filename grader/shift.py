@@ -41,6 +41,9 @@ CHUNKS_PER_QUERY = 10
 DESIGN_DRAWS = 400
 MIN_DESIGN_QUERIES = 20
 
+KOLMOGOROV_Q90 = 1.2238  # the 0.9 quantile of the Kolmogorov distribution
+_LEVELS = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)  # the probabilities of the stored quantiles
+
 _thread_state = threading.local()
 
 
@@ -60,15 +63,18 @@ def not_monitored() -> Iterator[None]:
 def monitoring_paused() -> bool:
     """True inside :func:`not_monitored` in this thread."""
     return bool(getattr(_thread_state, "paused", False))
-KOLMOGOROV_Q90 = 1.2238  # the 0.9 quantile of the Kolmogorov distribution
-_LEVELS = np.linspace(0.0, 1.0, REFERENCE_QUANTILES)  # the probabilities of the stored quantiles
 
 
-def make_reference(logits: Any, lengths: Any, queries: Any = None, *, window: int = DEFAULT_WINDOW,
-                   seed: int = 0) -> dict[str, Any]:
+
+def make_reference(logits: Any, lengths: Any, queries: Any = None, *, groups: Any = None,
+                   window: int = DEFAULT_WINDOW, seed: int = 0) -> dict[str, Any]:
     """The bundle's reference: quantiles of calibration logits and chunk lengths (characters), and, given
     each pair's query, the design effects of windows of retrieval results (1.0 without queries, or with
-    fewer than ``MIN_DESIGN_QUERIES``: then the test treats chunks as independent)."""
+    fewer than ``MIN_DESIGN_QUERIES``: then the test treats chunks as independent).
+
+    Given each pair's ``groups`` (the calibration data's domains), each domain with enough pairs also gets a
+    reference of its own: live data that looks like any one calibration domain is not a shift (the
+    thresholds were chosen to hold in each), although one domain alone differs from their mixture."""
     x = np.asarray(logits, dtype=np.float64).ravel()
     n = np.asarray(lengths, dtype=np.float64).ravel()
     if x.size < MIN_REFERENCE_PAIRS or x.size != n.size or not np.all(np.isfinite(x)):
@@ -78,6 +84,16 @@ def make_reference(logits: Any, lengths: Any, queries: Any = None, *, window: in
                                  "length_quantiles": np.quantile(n, _LEVELS).round(1).tolist()}
     if queries is not None:
         reference["design_effect"] = design_effects(x, n, np.asarray(queries).ravel(), window=window, seed=seed)
+    if groups is not None:
+        g = np.asarray(groups).ravel()
+        if g.size != x.size:
+            raise ConfigError(f"a shift reference needs one group per pair, got {g.size} for {x.size} pairs")
+        names = [name for name in np.unique(g) if (g == name).sum() >= MIN_REFERENCE_PAIRS]
+        if len(names) >= 2:
+            q = None if queries is None else np.asarray(queries).ravel()
+            reference["groups"] = {str(name): make_reference(x[g == name], n[g == name],
+                                                             None if q is None else q[g == name],
+                                                             window=window, seed=seed) for name in names}
     return reference
 
 
@@ -177,7 +193,7 @@ class ShiftMonitor:
         if window < 20 or check_every < 1 or not 0.0 < alpha < 1.0:
             raise ConfigError(f"ShiftMonitor needs window >= 20, check_every >= 1 and alpha in (0, 1); got "
                               f"window={window}, check_every={check_every}, alpha={alpha}")
-        self._logit_q, self._length_q, self._ref_n, self._effects = _reference_parts(reference)
+        self._parts = _reference_parts(reference)
         self.window, self.check_every, self.alpha = window, check_every, alpha
         self._logits: deque[float] = deque(maxlen=window)
         self._lengths: deque[float] = deque(maxlen=window)
@@ -202,8 +218,7 @@ class ShiftMonitor:
             return status
 
     def _check(self, seen: int, checks: int, already: bool) -> ShiftStatus:
-        test = _test(list(self._logits), list(self._lengths), self._logit_q, self._length_q, self._ref_n,
-                     self.alpha, already, self._effects)
+        test = _test(list(self._logits), list(self._lengths), self._parts, self.alpha, already)
         return ShiftStatus(seen=seen, checks=checks, window=self.window, **test)
 
     def status(self) -> ShiftStatus:
@@ -211,27 +226,44 @@ class ShiftMonitor:
             return self._status
 
 
-def _reference_parts(reference: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int, tuple[float, float]]:
-    """(logit quantiles, length quantiles, pairs summarised, design effects) of a manifest's reference; a
-    clear error if malformed. A reference written before design effects existed has them at 1."""
+_Part = tuple[str, np.ndarray, np.ndarray, int, tuple[float, float]]
+
+
+def _reference_parts(reference: dict[str, Any]) -> list[_Part]:
+    """(name, logit quantiles, length quantiles, pairs summarised, design effects) of the whole calibration
+    data, then of each of its domains; a clear error if malformed. A reference written before design
+    effects existed has them at 1; one written before domains has only the whole."""
     try:
         effects = reference.get("design_effect") or {}
         design = (float(effects.get("logit", 1.0)), float(effects.get("length", 1.0)))
         if min(design) < 1.0:
             raise ValueError(f"design effects must be >= 1, got {design}")
-        return (np.asarray(reference["logit_quantiles"], dtype=np.float64),
-                np.asarray(reference["length_quantiles"], dtype=np.float64), int(reference["n"]), design)
+        parts: list[_Part] = [("all", np.asarray(reference["logit_quantiles"], dtype=np.float64),
+                               np.asarray(reference["length_quantiles"], dtype=np.float64), int(reference["n"]),
+                               design)]
+        for name, sub in (reference.get("groups") or {}).items():
+            if "groups" in sub:
+                raise ValueError(f"domain {name!r} has domains of its own")
+            parts.append((str(name), *_reference_parts(sub)[0][1:]))
+        return parts
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
 
 
-def _test(logits: Any, lengths: Any, logit_q: np.ndarray, length_q: np.ndarray, ref_n: int, alpha: float,
-          already: bool = False, effects: tuple[float, float] = (1.0, 1.0)) -> dict[str, Any]:
-    """The two KS tests and the verdict (fields of a ShiftStatus)."""
-    d_logit, p_logit = ks_two_sample(logits, logit_q, ref_n, effects[0])
-    d_len, p_len = ks_two_sample(lengths, length_q, ref_n, effects[1])
-    shifted = already or min(p_logit, p_len) < alpha / 2.0
-    message = (f"the grader's scores on this data differ from its calibration data (KS p={p_logit:.1e} on "
+def _test(logits: Any, lengths: Any, parts: list[_Part], alpha: float, already: bool = False) -> dict[str, Any]:
+    """The two KS tests against every part of the reference and the verdict (fields of a ShiftStatus): the
+    data has moved only if it differs from the whole calibration data and from each of its domains. The
+    statistics reported are those of the closest part."""
+    tests = []
+    for name, logit_q, length_q, ref_n, effects in parts:
+        d_logit, p_logit = ks_two_sample(logits, logit_q, ref_n, effects[0])
+        d_len, p_len = ks_two_sample(lengths, length_q, ref_n, effects[1])
+        tests.append((min(p_logit, p_len), name, d_logit, p_logit, d_len, p_len))
+    closest, name, d_logit, p_logit, d_len, p_len = max(tests, key=lambda t: t[0])
+    shifted = already or closest < alpha / 2.0
+    against = "its calibration data" if len(parts) == 1 else (
+        f"each of its {len(parts) - 1} calibration domains (closest: {name})")
+    message = (f"the grader's scores on this data differ from {against} (KS p={p_logit:.1e} on "
                f"scores, p={p_len:.1e} on chunk lengths): its thresholds may no longer hold their error "
                f"target here; recalibrate with `crag calibrate` on ~{RECALIBRATION_PAIRS} labelled pairs of "
                "this data (`crag calibrate --suggest` picks which to label)") if shifted else ""
@@ -242,9 +274,9 @@ def _test(logits: Any, lengths: Any, logit_q: np.ndarray, length_q: np.ndarray, 
 def compare_to_reference(reference: dict[str, Any], logits: Any, lengths: Any, *,
                          alpha: float = DEFAULT_ALPHA) -> ShiftStatus:
     """One test of a whole data set (``crag eval``) against the bundle's reference."""
-    logit_q, length_q, ref_n, effects = _reference_parts(reference)
+    parts = _reference_parts(reference)
     finite = np.isfinite(np.asarray(logits, dtype=np.float64))
     kept_logits = np.asarray(logits, dtype=np.float64)[finite]
     kept_lengths = np.asarray(lengths, dtype=np.float64)[finite]
     return ShiftStatus(seen=int(kept_logits.size), checks=1, window=int(kept_logits.size),
-                       **_test(kept_logits, kept_lengths, logit_q, length_q, ref_n, alpha, effects=effects))
+                       **_test(kept_logits, kept_lengths, parts, alpha))

@@ -372,7 +372,8 @@ def _finish(
         "metrics": {"validation": metrics},
         "versions": library_versions(),
         # too few validation pairs for a meaningful reference: the bundle then has no shift detection
-        "reference": (make_reference(logits, [len(p.text) for p in val.pairs], [p.query_id for p in val.pairs])
+        "reference": (make_reference(logits, [len(p.text) for p in val.pairs], [p.query_id for p in val.pairs],
+                                     groups=[domain_of(p) for p in val.pairs] if config.threshold_groups else None)
                       if len(val.pairs) >= MIN_REFERENCE_PAIRS else {}),
     }
     files = [*model_files, "tokenizer.json", PROBE_FILE, "training_history.json"]

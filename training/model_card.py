@@ -99,9 +99,13 @@ def _reference_lines(m: Any) -> list[str]:
               f"{effect['length']:.3f} on chunk lengths (windows of {effect['chunks_per_query']} chunks per query)"
               if {"queries", "logit", "length", "chunks_per_query"} <= set(effect) else "; no design effects (an "
               "older reference: the alarm treats chunks as independent)")
+    groups = ref.get("groups") or {}
+    sizes = ", ".join(f"{name} {int(sub.get('n', 0)):,}" for name, sub in groups.items())
+    per_group = (f" Each of its {len(groups)} domains also has a reference of its own ({sizes} pairs): live data "
+                 "like any one of them is not taken for a shift." if groups else "")
     return ["", "## Shift reference",
-            f"{ref.get('n', 0):,} pairs of the calibration data{detail}. Remake it for other calibration data with "
-            "`crag reference --model <bundle> --data <pairs.jsonl> --out <new bundle>`."]
+            f"{ref.get('n', 0):,} pairs of the calibration data{detail}.{per_group} Remake it for other calibration "
+            "data with `crag reference --model <bundle> --data <pairs.jsonl> --out <new bundle> [--group-by domain]`."]
 
 
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:

@@ -223,7 +223,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     note = small_sample_note(auto_test, target_error, delta) if target_error is not None else None
     if note:
         logger.warning("%s", note)
-    reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs])
+    reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs], groups=g)
     if llm_labels is not None:
         metrics = {**metrics, "llm_labels": {**llm_labels.to_dict(), "used_in_fit": used}}
     return Recalibration(calibrator=calibrator, choice=choice, metrics=metrics, reference=reference, note=note)

@@ -14,19 +14,22 @@ from typing import Any
 
 from grader.shift import make_reference
 from models.registry import resolve_bundle
-from training.data import load_pairs
+from training.data import groups_of, load_pairs
 from training.recalibrate import check_new_bundle_dir, cross_encoder_grader, write_derived_bundle
 
 __all__ = ["refresh_reference"]
 
 
-def refresh_reference(model: str | Path, data: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write ``out``: ``model`` with a reference made from the pairs of ``data``; returns what changed."""
+def refresh_reference(model: str | Path, data: str | Path, out: str | Path, group_by: str | None = None
+                      ) -> dict[str, Any]:
+    """Write ``out``: ``model`` with a reference made from the pairs of ``data`` (and one per group of
+    ``group_by``, a metadata field such as ``domain``); returns what changed."""
     check_new_bundle_dir(resolve_bundle(model), out)  # before scoring: fail fast, overwrite nothing
     pairs = load_pairs(data, labelled=False).pairs
     grader = cross_encoder_grader(model)
     logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
-    reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs])
+    reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs],
+                               groups=groups_of(pairs, group_by))
     previous: dict[str, Any] = {}
 
     def change(manifest: dict[str, Any]) -> None:
@@ -35,4 +38,5 @@ def refresh_reference(model: str | Path, data: str | Path, out: str | Path) -> d
 
     target = write_derived_bundle(model, out, change, model_card=False)  # the card does not describe it
     return {"out": str(target), "pairs": reference["n"], "design_effect": reference["design_effect"],
+            "groups": {name: sub["n"] for name, sub in reference.get("groups", {}).items()},
             "previous_design_effect": previous.get("design_effect"), "previous_n": previous.get("n")}

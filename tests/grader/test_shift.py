@@ -64,6 +64,23 @@ def test_grades_made_while_not_monitored_are_not_watched():
     assert grader.shift_status().seen == 2
 
 
+def test_data_like_one_calibration_domain_is_not_a_shift():
+    rng = np.random.default_rng(5)
+    short = (rng.normal(1.0, 0.5, 1500), rng.integers(50, 150, 1500))  # two unlike calibration domains
+    long = (rng.normal(-1.0, 0.5, 1500), rng.integers(800, 1500, 1500))
+    logits, lengths = np.concatenate([short[0], long[0]]), np.concatenate([short[1], long[1]])
+    groups = ["short"] * 1500 + ["long"] * 1500
+    by_domain = ShiftMonitor(make_reference(logits, lengths, groups=groups))
+    pooled_only = ShiftMonitor(make_reference(logits, lengths))
+    for _ in range(30):  # a stream of the short domain alone
+        chunk = (rng.normal(1.0, 0.5, 100), rng.integers(50, 150, 100))
+        mine, pooled = by_domain.observe(*chunk), pooled_only.observe(*chunk)
+    assert pooled.shifted and not mine.shifted  # unlike the mixture, but like one of its domains
+    for _ in range(4):  # then a third kind of data
+        mine = by_domain.observe(rng.normal(0.0, 0.5, 50), rng.integers(300, 500, 50))
+    assert mine.shifted and "each of its 2 calibration domains" in mine.message
+
+
 def test_bad_reference_is_a_config_error():
     with pytest.raises(ConfigError):
         ShiftMonitor({"n": 10})

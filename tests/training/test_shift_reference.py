@@ -21,3 +21,13 @@ def test_reference_is_remade_with_design_effects_and_the_source_is_kept(tmp_path
     assert (source.path / "manifest.json").read_text() == before
     assert main(["reference", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out)]) == 2
     assert "exists; choose a new directory" in capsys.readouterr().err
+
+
+def test_reference_by_group_keeps_one_reference_per_domain(tmp_path, capsys, squad_pairs_file):
+    out = tmp_path / "grouped"
+    assert main(["reference", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
+                 "--group-by", "source"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    groups = read_bundle(out).manifest.reference["groups"]
+    assert set(groups) == set(summary["groups"]) == {"Normans", "Computational_complexity_theory", "Huguenot"}
+    assert sum(g["n"] for g in groups.values()) == summary["pairs"]

@@ -164,7 +164,7 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
 def _reference(args: argparse.Namespace) -> int:
     from training.shift_reference import refresh_reference
 
-    print_json(refresh_reference(args.model, args.data, args.out))
+    print_json(refresh_reference(args.model, args.data, args.out, group_by=args.group_by))
     return 0
 
 
@@ -174,6 +174,8 @@ def register_reference(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="default", help="bundle name or directory")
     p.add_argument("--data", required=True, help="the pairs the bundle was calibrated on (JSONL; labels not needed)")
     p.add_argument("--out", required=True, help="new bundle directory (the source is never changed)")
+    p.add_argument("--group-by", help="a metadata field (e.g. domain): each group also gets a reference, and data "
+                                      "like any one group is not a shift")
     p.set_defaults(handler=_reference)
 
 
