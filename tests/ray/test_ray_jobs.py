@@ -24,6 +24,15 @@ def runtime():
     ray.shutdown()
 
 
+def _summary(capsys):
+    """The command's JSON summary on stdout, wherever Ray's own log lines (if any) put it."""
+    captured = capsys.readouterr()
+    start = next((i for i, line in enumerate(captured.out.splitlines(keepends=True)) if line.startswith("{")), None)
+    assert start is not None, f"no JSON summary on stdout: out={captured.out!r} err={captured.err[-2000:]!r}"
+    text = "".join(captured.out.splitlines(keepends=True)[start:])
+    return json.JSONDecoder().raw_decode(text)[0]
+
+
 def _pairs_file(path, bad_line=False):
     lines = []
     for i in range(40):
@@ -44,10 +53,10 @@ def _pairs_file(path, bad_line=False):
 def test_ray_grading_equals_the_local_command_pair_by_pair(runtime, tmp_path, capsys):
     pairs = _pairs_file(tmp_path / "pairs.jsonl")
     assert main(["grade-file", str(pairs), "--out", str(tmp_path / "local.jsonl")]) == 0
-    local_summary = json.loads(capsys.readouterr().out)
+    local_summary = _summary(capsys)
     assert main(["grade-file", str(pairs), "--out", str(tmp_path / "ray.jsonl"), "--ray", "--ray-actors", "2",
                  "--block", "8"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = _summary(capsys)
     assert summary["pairs"] == 40 and summary["uncertain"] == local_summary["uncertain"]
     assert summary["ray"] == {"actors": 2, "threads_per_actor": 1, "address": "local"}
     local = (tmp_path / "local.jsonl").read_text().splitlines()
@@ -77,7 +86,7 @@ def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
     assert not (tmp_path / "out.jsonl").exists()
     assert main(["grade-file", str(pairs), "--out", str(tmp_path / "out.jsonl"), "--ray", "--block", "8",
                  "--skip-errors"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = _summary(capsys)
     assert summary["pairs"] == 40 and summary["skipped"] == 1 and summary["skipped_lines"][0]["line"] == 23
 
 
@@ -87,14 +96,14 @@ def test_ray_labelling_equals_the_local_command(runtime, server, tmp_path, capsy
                             for i in range(12)), encoding="utf-8")
     common = ["--data", str(data), "--llm-model", "fake", "--llm-base-url", server.base_url, "--no-progress"]
     assert main(["label", *common, "--out", str(tmp_path / "local.jsonl")]) == 0
-    local = json.loads(capsys.readouterr().out)
+    local = _summary(capsys)
     assert main(["label", *common, "--out", str(tmp_path / "ray.jsonl"), "--ray", "--ray-actors", "2"]) == 0
-    remote = json.loads(capsys.readouterr().out)
+    remote = _summary(capsys)
     assert remote["labelled"] == local["labelled"] == 12 and remote["llm_calls"] == local["llm_calls"] == 12
     assert len(server.requests) == 24  # one call per pair each time: the cluster asked nothing twice
     assert [p.to_dict() for p in load_pairs(tmp_path / "ray.jsonl").pairs] == \
         [p.to_dict() for p in load_pairs(tmp_path / "local.jsonl").pairs]
     server.script = ["500"] * 3  # three calls fail: their pairs are reported with the reason, never dropped
     assert main(["label", *common, "--out", str(tmp_path / "partial.jsonl"), "--ray", "--llm-retries", "1"]) == 0
-    partial = json.loads(capsys.readouterr().out)
+    partial = _summary(capsys)
     assert partial["labelled"] == 9 and partial["failed"] == 3 and all(f["reason"] for f in partial["failures"])
