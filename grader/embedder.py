@@ -16,14 +16,13 @@ import numpy as np
 
 import models
 from grader.bounded_cache import BoundedCache, content_key
+from grader.encoding import CHARS_PER_TOKEN_CAP
 from grader.session_pool import SessionPool
 from models.bundle import sha256_file
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
 __all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache"]
-
-CHARS_PER_TOKEN_CAP = 12  # as grader.encoding: text past what the windows could read is never tokenised
 
 EMBEDDER_DIR = Path(models.__file__).resolve().parent / "embedders" / "minilm-l6"
 CACHE_VECTORS = 4096  # per model file: ~1.5 kB each

@@ -65,7 +65,6 @@ def monitoring_paused() -> bool:
     return bool(getattr(_thread_state, "paused", False))
 
 
-
 def make_reference(logits: Any, lengths: Any, queries: Any = None, *, groups: Any = None,
                    window: int = DEFAULT_WINDOW, seed: int = 0) -> dict[str, Any]:
     """The bundle's reference: quantiles of calibration logits and chunk lengths (characters), and, given
@@ -88,12 +87,12 @@ def make_reference(logits: Any, lengths: Any, queries: Any = None, *, groups: An
         g = np.asarray(groups).ravel()
         if g.size != x.size:
             raise ConfigError(f"a shift reference needs one group per pair, got {g.size} for {x.size} pairs")
-        names = [name for name in np.unique(g) if (g == name).sum() >= MIN_REFERENCE_PAIRS]
-        if len(names) >= 2:
+        masks = {str(name): g == name for name in np.unique(g)}
+        masks = {name: mask for name, mask in masks.items() if mask.sum() >= MIN_REFERENCE_PAIRS}
+        if len(masks) >= 2:
             q = None if queries is None else np.asarray(queries).ravel()
-            reference["groups"] = {str(name): make_reference(x[g == name], n[g == name],
-                                                             None if q is None else q[g == name],
-                                                             window=window, seed=seed) for name in names}
+            reference["groups"] = {name: make_reference(x[mask], n[mask], None if q is None else q[mask],
+                                                        window=window, seed=seed) for name, mask in masks.items()}
     return reference
 
 

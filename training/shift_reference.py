@@ -36,7 +36,9 @@ def refresh_reference(model: str | Path, data: str | Path, out: str | Path, grou
         previous.update(manifest.get("reference") or {})
         manifest["reference"] = reference
 
-    target = write_derived_bundle(model, out, change, model_card=False)  # the card does not describe it
+    # a card rendered here would lose the held-out tables that only `crag recipe` measures; the copied card's
+    # "Shift reference" section therefore still describes the source's reference
+    target = write_derived_bundle(model, out, change, model_card=False)
     return {"out": str(target), "pairs": reference["n"], "design_effect": reference["design_effect"],
             "groups": {name: sub["n"] for name, sub in reference.get("groups", {}).items()},
             "previous_design_effect": previous.get("design_effect"), "previous_n": previous.get("n")}
