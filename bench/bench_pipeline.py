@@ -8,8 +8,12 @@ warm pass, caches kept, is reported apart). Reports p50/p95, the time spent in e
 excluded), and each question's outcome and answer, so that a change to the loop can be checked for the
 same results at fewer pairs.
 
+``--compare-strip-vectors`` also builds the demo index without stored sentence vectors and runs both,
+interleaved question by question, to show what the index's strip vectors save and that every result stays
+the same.
+
 Run: python bench/bench_pipeline.py [--repeats 5] [--threads N] [--model default|fast]
-     [--json bench/results_pipeline.json]
+     [--compare-strip-vectors] [--json bench/results_pipeline.json]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import hashlib
 import json
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,6 +38,7 @@ from pipeline.cli.ask_commands import DEMO_DIR, DEMO_TENANT, demo_index, read_go
 from pipeline.corrective.assembly import PipelineSettings, build_rag  # noqa: E402
 from pipeline.retrieval.documents import Principal  # noqa: E402
 from pipeline.retrieval.index import LocalHybridIndex  # noqa: E402
+from pipeline.retrieval.ingest import ingest  # noqa: E402
 
 
 def clear_caches(grader) -> None:
@@ -42,54 +48,38 @@ def clear_caches(grader) -> None:
         grader.fusion_embedder.cache.clear()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
-    grader = load_grader(args.model, threads=args.threads)
-    rag = build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(), primary=grader)
-    principal = Principal(tenant=DEMO_TENANT)
-    golden = read_golden(DEMO_DIR / "golden.jsonl")
-    rag.run(golden[0]["query"], principal)  # warm-up: sessions, caches of the tokenizer and SQLite
-    latencies: dict[str, list[float]] = defaultdict(list)
-    steps: dict[str, list[float]] = defaultdict(list)
-    pairs: dict[str, list[int]] = defaultdict(list)
-    results: dict[str, dict] = {}
-    for _ in range(args.repeats):
+def run_golden(rags: dict[str, object], grader, golden: list[dict], principal: Principal, repeats: int) -> dict:
+    """Every question through every variant, interleaved question by question, each run cold."""
+    runs = {name: {"latencies": defaultdict(list), "steps": defaultdict(list), "pairs": defaultdict(list),
+                   "results": {}} for name in rags}
+    for _ in range(repeats):
         for item in golden:
             query = item["query"]
-            clear_caches(grader)
-            before = grader.pairs_scored
-            t0 = time.perf_counter()
-            result = rag.run(query, principal)
-            latencies[query].append(1000 * (time.perf_counter() - t0))
-            pairs[query].append(grader.pairs_scored - before)
-            per_action: dict[str, float] = defaultdict(float)
-            for step in result.trace:
-                per_action[step.action] += step.ms
-            for action, ms in per_action.items():
-                steps[action].append(ms)
-            results[query] = {"outcome": result.outcome.value, "answer": result.answer,
-                              "sources": [s["chunk_id"] for s in result.sources]}
-    warm_ms = []
-    for item in golden:  # asked twice in a row, the second time with the caches of the first
-        clear_caches(grader)
-        rag.run(item["query"], principal)
-        t0 = time.perf_counter()
-        rag.run(item["query"], principal)
-        warm_ms.append(1000 * (time.perf_counter() - t0))
+            for name, rag in rags.items():
+                run = runs[name]
+                clear_caches(grader)
+                before = grader.pairs_scored
+                t0 = time.perf_counter()
+                result = rag.run(query, principal)
+                run["latencies"][query].append(1000 * (time.perf_counter() - t0))
+                run["pairs"][query].append(grader.pairs_scored - before)
+                per_action: dict[str, float] = defaultdict(float)
+                for step in result.trace:
+                    per_action[step.action] += step.ms
+                for action, ms in per_action.items():
+                    run["steps"][action].append(ms)
+                run["results"][query] = {"outcome": result.outcome.value, "answer": result.answer,
+                                         "sources": [s["chunk_id"] for s in result.sources]}
+    return {name: summarise(run) for name, run in runs.items()}
+
+
+def summarise(run: dict) -> dict:
+    latencies, steps, pairs, results = run["latencies"], run["steps"], run["pairs"], run["results"]
     all_ms = [ms for values in latencies.values() for ms in values]
     first_pairs = [values[0] for values in pairs.values()]
     if any(len(set(values)) > 1 for values in pairs.values()):
         raise SystemExit("a cold run scored a different number of pairs than another run of the same question")
-    fingerprint = hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest()[:16]
-    report = {
-        "questions": len(golden),
-        "repeats": args.repeats,
-        "grader": grader.describe() | {"policy": None},
+    return {
         "p50_ms": statistics.median(all_ms),
         "p95_ms": float(np.percentile(all_ms, 95)),
         "mean_ms": statistics.fmean(all_ms),
@@ -97,10 +87,59 @@ def main() -> None:
         "step_mean_ms": {a: statistics.fmean(v) * len(v) / len(all_ms) for a, v in sorted(steps.items())},
         "pairs_graded_per_question": {"mean": statistics.fmean(first_pairs), "max": max(first_pairs),
                                    "total": sum(first_pairs)},
-        "warm_p50_ms": statistics.median(warm_ms),
-        "results_fingerprint": fingerprint,
+        "results_fingerprint": hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest()[:16],
         "results": results,
     }
+
+
+def index_without_strip_vectors(tmp: Path) -> Path:
+    """The demo corpus indexed the way it was before stored sentence vectors (for --compare-strip-vectors)."""
+    root = tmp / "demo-index-no-strips"
+    ingest(LocalHybridIndex(root), [DEMO_DIR / "corpus"], tenant=DEMO_TENANT)
+    return root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
+    parser.add_argument("--compare-strip-vectors", action="store_true",
+                        help="also run an index without stored sentence vectors, interleaved")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    grader = load_grader(args.model, threads=args.threads)
+    principal = Principal(tenant=DEMO_TENANT)
+    golden = read_golden(DEMO_DIR / "golden.jsonl")
+    with tempfile.TemporaryDirectory(prefix="crag-bench-") as tmp:
+        rags = {"demo index (strip vectors)": build_rag(LocalHybridIndex.open_existing(demo_index()),
+                                                         PipelineSettings(), primary=grader)}
+        if args.compare_strip_vectors:
+            rags["demo index without strip vectors"] = build_rag(
+                LocalHybridIndex.open_existing(index_without_strip_vectors(Path(tmp))), PipelineSettings(),
+                primary=grader)
+        for rag in rags.values():
+            rag.run(golden[0]["query"], principal)  # warm-up: sessions, caches of the tokenizer and SQLite
+        variants = run_golden(rags, grader, golden, principal, args.repeats)
+        main_rag = next(iter(rags.values()))
+        warm_ms = []
+        for item in golden:  # asked twice in a row, the second time with the caches of the first
+            clear_caches(grader)
+            main_rag.run(item["query"], principal)
+            t0 = time.perf_counter()
+            main_rag.run(item["query"], principal)
+            warm_ms.append(1000 * (time.perf_counter() - t0))
+    main_name, main_report = next(iter(variants.items()))
+    report = {"questions": len(golden), "repeats": args.repeats, "index": main_name,
+              "grader": grader.describe() | {"policy": None}, **main_report,
+              "warm_p50_ms": statistics.median(warm_ms)}
+    if args.compare_strip_vectors:
+        other = variants["demo index without strip vectors"]
+        report["without_strip_vectors"] = {
+            **{k: other[k] for k in ("p50_ms", "p95_ms", "mean_ms", "step_mean_ms", "pairs_graded_per_question",
+                                     "results_fingerprint")},
+            "p50_ratio_without_over_with": other["p50_ms"] / main_report["p50_ms"],
+            "same_results": other["results"] == main_report["results"]}
     print(json.dumps({k: v for k, v in report.items() if k not in ("results", "per_question_p50_ms")}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -46,7 +46,7 @@ def demo_index() -> Path:
     corpus = (DEMO_DIR / "corpus").resolve()
     install = hashlib.blake2b(str(corpus).encode("utf-8"), digest_size=6).hexdigest()
     root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / f"demo-index-v3-{install}"
-    ingest(LocalHybridIndex(root), [corpus], tenant=DEMO_TENANT)
+    ingest(LocalHybridIndex(root, strip_vectors=True), [corpus], tenant=DEMO_TENANT)
     return root
 
 
@@ -70,11 +70,14 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
 
 
 def _store(args: argparse.Namespace) -> LocalHybridIndex | QdrantRetriever:
+    strips = getattr(args, "strip_vectors", False)
     if getattr(args, "qdrant_url", None):
         from pipeline.retrieval.qdrant_store import QdrantRetriever
 
+        if strips:
+            raise ConfigError("--strip-vectors is an option of the local index (--index DIR), not of Qdrant")
         return QdrantRetriever(args.collection, url=args.qdrant_url, api_key=os.environ.get("QDRANT_API_KEY"))
-    return LocalHybridIndex(args.index)
+    return LocalHybridIndex(args.index, strip_vectors=strips)
 
 
 def _index_add(args: argparse.Namespace) -> int:
@@ -127,6 +130,10 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--max-chars", type=int, default=900)
     add.add_argument("--skip-errors", action="store_true",
                      help="index the readable files and report the unreadable ones instead of stopping")
+    add.add_argument("--strip-vectors", action="store_true",
+                     help="also store each sentence's vector (local index; about 4-8x the disk of the chunk vectors): "
+                          "a fused grader then embeds no sentence when the loop refines, and the index keeps them "
+                          "from then on (chunks already in it are filled in)")
     add.set_defaults(handler=_index_add)
     remove = isub.add_parser("remove", help="delete chunks by tenant, document path and/or chunk id")
     remove.add_argument("--index", required=True)

@@ -11,6 +11,7 @@ from grader.protocol import Grader
 from grader.shift import not_monitored
 from models.types import Chunk, Grade
 from pipeline.retrieval.documents import StoredChunk
+from pipeline.retrieval.strips import sentence_strips
 from pipeline.retrieval.words import STOPWORDS
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "rewrite_query",
 ]
 
-MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 IDENTIFIER = re.compile(
     r"\b(?:[A-Z]{2,}[-_]?\d+[\w-]*|\d{4}-\d{2}-\d{2}|\d+(?:[.,/]\d+)*|[A-Z][a-z]+(?:[A-Z][a-z0-9]+)+|"
     r"[A-Za-z]+-\d+[\w-]*|v\d+(?:\.\d+)*)\b"
@@ -95,10 +95,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     and return them in document order."""
     strips: list[tuple[str, int, str]] = []
     for chunk in chunks:
-        body = " ".join(line for line in chunk.text.splitlines() if not MARKDOWN_HEADING.match(line))
-        for sentence in re.split(r"(?<=[.!?])\s+", body):
-            if len(sentence.split()) >= 3:
-                strips.append((chunk.chunk_id, len(strips), sentence.strip()))
+        strips.extend((chunk.chunk_id, len(strips) + i, sentence) for i, sentence in
+                      enumerate(sentence_strips(chunk.text)))
     if not strips:
         return []
     with not_monitored():  # strips are not retrieved chunks: the shift alarm watches chunks only

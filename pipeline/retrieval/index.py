@@ -26,6 +26,7 @@ import numpy as np
 from grader.bounded_cache import content_key
 from models.deps import require
 from models.errors import ConfigError, DataError
+from pipeline.retrieval import strip_store
 from pipeline.retrieval.documents import (
     ACCESS_DENIED_MIN_COVERAGE,
     Principal,
@@ -113,10 +114,15 @@ def _filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
 
 
 class LocalHybridIndex:
-    """A hybrid index in ``root/index.sqlite``; safe for concurrent writer processes and live readers."""
+    """A hybrid index in ``root/index.sqlite``; safe for concurrent writer processes and live readers.
 
-    def __init__(self, root: str | Path, embedder: Embedder | None = None) -> None:
+    ``strip_vectors=True`` also stores the vector of every sentence strip of a chunk (see
+    :mod:`pipeline.retrieval.strip_store`), from the next write on, filling in the chunks already stored; an
+    index that has them keeps them up to date whatever later writers pass."""
+
+    def __init__(self, root: str | Path, embedder: Embedder | None = None, *, strip_vectors: bool = False) -> None:
         self.root = Path(root)
+        self.strip_vectors = strip_vectors
         self.path = self.root / DB_NAME
         self._embedder = embedder
         self._local = threading.local()
@@ -197,14 +203,25 @@ class LocalHybridIndex:
         if to_embed:
             vectors.update(zip(((c.tenant, c.chunk_id) for c in to_embed), self._embed([c.text for c in to_embed]),
                                strict=True))
+        if self.strip_vectors and not getattr(self.embedder, "vector_identity", None):
+            raise ConfigError(f"strip vectors need the shipped ONNX embedder, whose vectors a fused grader can reuse "
+                              f"as they are; {self.embedder.name!r} does not promise that: index without them")
+        with_strips = self.strip_vectors or strip_store.enabled(self._meta(conn))
+        strip_vectors = strip_store.embed_strips((c.text for c in to_embed), {}, self._embed) if with_strips else {}
         updated = 0
         removed = 0
+        embedded = {(c.tenant, c.chunk_id) for c in to_embed}
         with write_transaction(conn):
             self._claim_embedder(conn, vectors)
             for chunk in changed:
                 key = (chunk.tenant, chunk.chunk_id)
+                if with_strips and key not in embedded:  # same text: its strips keep their vectors
+                    strip_vectors.update(strip_store.existing_strip_vectors(conn, *key))
                 updated += self._delete_where(conn, "tenant = ? AND chunk_id = ?", key)
-                self._insert(conn, chunk, vectors[key])
+                rowid = self._insert(conn, chunk, vectors[key])
+                if with_strips:  # (embeds only what neither this write nor the old row had)
+                    strip_store.store(conn, rowid, chunk.text,
+                                      strip_store.embed_strips([chunk.text], strip_vectors, self._embed))
             if replace_documents:
                 keep: dict[tuple[str, str], set[str]] = {}
                 for chunk in new:
@@ -215,6 +232,9 @@ class LocalHybridIndex:
                         if cid not in ids]
                     for cid in stale:
                         removed += self._delete_where(conn, "tenant = ? AND chunk_id = ?", (tenant, cid))
+            if with_strips and not strip_store.enabled(self._meta(conn)):
+                strip_store.backfill(conn, self._embed)  # chunks written before strip vectors were asked for
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (strip_store.META_KEY,))
         return WriteReport(added=len(changed) - updated, updated=updated, unchanged=len(new) - len(changed),
                            removed=removed)
 
@@ -255,7 +275,7 @@ class LocalHybridIndex:
             raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
                             f"dimensions), not {self.embedder.name!r} ({dim}); rebuild it or pass that embedder")
 
-    def _insert(self, conn: Any, chunk: StoredChunk, vector: np.ndarray) -> None:
+    def _insert(self, conn: Any, chunk: StoredChunk, vector: np.ndarray) -> int:
         scope = scope_of(chunk.tenant, chunk.allowed_roles)
         conn.execute("INSERT OR IGNORE INTO scopes (scope, tenant, roles) VALUES (?, ?, ?)",
                      (scope, chunk.tenant, json.dumps(sorted(chunk.allowed_roles))))
@@ -269,6 +289,7 @@ class LocalHybridIndex:
         conn.execute("INSERT INTO vectors (rowid, vector) VALUES (?, ?)", (rowid, vector.astype(np.float32).tobytes()))
         conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
                      (rowid, scope, np.packbits(vector > 0).tobytes()))
+        return int(rowid)
 
     @staticmethod
     def _delete_where(conn: Any, condition: str, params: Sequence[Any]) -> int:
@@ -307,10 +328,12 @@ class LocalHybridIndex:
         tenants = dict(conn.execute("SELECT tenant, count(*) FROM chunks GROUP BY tenant").fetchall())
         documents = conn.execute("SELECT count(*) FROM (SELECT DISTINCT tenant, document FROM chunks)").fetchone()[0]
         size = sum(p.stat().st_size for p in self.root.glob(DB_NAME + "*") if p.is_file())
+        strips = conn.execute("SELECT count(*) FROM strip_vectors").fetchone()[0] \
+            if strip_store.enabled(meta) else None
         return {"index": str(self.root), "exists": True, "format": int(meta["format"]),
                 "embedder": meta.get("embedder"), "dim": int(meta["dim"]) if "dim" in meta else None,
                 "chunks": sum(tenants.values()), "documents": documents, "tenants": tenants,
-                "bytes": size}
+                "strip_vectors": strips, "bytes": size}
 
     def iter_chunks(self, tenant: str | None = None) -> Iterator[StoredChunk]:
         """Every stored chunk (of one tenant), in insertion order; for export and inspection, not retrieval."""
@@ -369,11 +392,14 @@ class LocalHybridIndex:
         (same model file, one text per call): a fused grader's cosine then embeds no retrieved chunk again."""
         cache = getattr(self.embedder, "cache", None)
         identity = getattr(self.embedder, "vector_identity", None)
-        if not texts or cache is None or not identity or self._meta(conn).get("embedder_vectors") != identity:
+        meta = self._meta(conn)
+        if not texts or cache is None or not identity or meta.get("embedder_vectors") != identity:
             return
         stored = conn.execute(f"SELECT rowid, vector FROM vectors WHERE rowid IN ({','.join('?' * len(texts))})",
                               list(texts)).fetchall()
         cache.put_many((content_key(texts[r]), np.frombuffer(v, dtype=np.float32)) for r, v in stored)
+        if strip_store.enabled(meta):  # and their sentences', which refinement grades next
+            strip_store.share(conn, list(texts), cache)
 
     def _lexical(self, conn: Any, query: str, where: str, params: list[Any], limit: int) -> list[int]:
         """Row ids of the best BM25 matches among the allowed, filtered chunks."""

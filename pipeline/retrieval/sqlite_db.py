@@ -6,8 +6,10 @@ of processes queued by a busy timeout instead of losing updates. ``bench/bench_i
 compares it with LanceDB on the same data; the README gives the figures.
 
 Tables: ``chunks`` (one row per chunk, the source of truth), ``fts`` (FTS5, external content, kept in
-step by triggers), ``vectors`` (float32 embeddings for exact re-ranking), ``vec`` (sqlite-vec binary
-codes partitioned by access scope, for the coarse nearest-neighbour pass), ``scopes`` (tenant + role set
+step by triggers), ``vectors`` (float32 embeddings for exact re-ranking), ``strip_vectors`` (optional: the
+float32 embedding of each sentence strip of a chunk, by the strip's content key, for a fused grader's
+refinement), ``vec`` (sqlite-vec binary codes partitioned by access scope, for the coarse nearest-neighbour
+pass), ``scopes`` (tenant + role set
 of every scope, with its chunk count) and ``meta`` (format, embedder, dimension).
 """
 
@@ -50,6 +52,9 @@ CREATE INDEX IF NOT EXISTS chunks_scope ON chunks (scope);
 CREATE INDEX IF NOT EXISTS chunks_document ON chunks (document);
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
 CREATE TABLE IF NOT EXISTS vectors (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS strip_vectors (
+    chunk INTEGER NOT NULL, key BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (chunk, key)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS scopes (
     scope TEXT PRIMARY KEY, tenant TEXT NOT NULL, roles TEXT NOT NULL, chunks INTEGER NOT NULL DEFAULT 0
 );
@@ -64,6 +69,9 @@ CREATE TRIGGER IF NOT EXISTS chunks_after_delete AFTER DELETE ON chunks BEGIN
     INSERT INTO fts (fts, rowid, title, text) VALUES ('delete', old.rowid, old.title, old.text);
     DELETE FROM vectors WHERE rowid = old.rowid;
     UPDATE scopes SET chunks = chunks - 1 WHERE scope = old.scope;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_after_delete_strips AFTER DELETE ON chunks BEGIN
+    DELETE FROM strip_vectors WHERE chunk = old.rowid;
 END;
 """
 

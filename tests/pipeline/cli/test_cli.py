@@ -135,6 +135,21 @@ def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     assert "is not an index" in capsys.readouterr().err
 
 
+def test_index_add_can_store_strip_vectors_locally_only(capsys, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "reset.md").write_text("To reset your password, open Settings. A link is e-mailed to you.\n",
+                                   encoding="utf-8")
+    index = str(tmp_path / "idx")
+    assert main(["index", "add", str(docs), "--index", index, "--tenant", "acme", "--strip-vectors"]) == 0
+    capsys.readouterr()
+    assert main(["index", "stats", "--index", index]) == 0
+    assert json.loads(capsys.readouterr().out)["strip_vectors"] == 2
+    assert main(["index", "add", str(docs), "--qdrant-url", "http://127.0.0.1:9", "--tenant", "acme",
+                 "--strip-vectors"]) == 2
+    assert "--strip-vectors is an option of the local index" in capsys.readouterr().err
+
+
 def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, demo_cache):
     golden = tmp_path / "golden.jsonl"
     golden.write_text("\n".join(json.dumps(x) for x in [

@@ -1,0 +1,85 @@
+"""Stored sentence-strip vectors: written with the chunks, kept in step with them, shared with a fused grader."""
+
+import numpy as np
+import pytest
+
+from grader.bounded_cache import content_key
+from grader.embedder import OnnxMiniLMEmbedder
+from models import ConfigError
+from pipeline.retrieval.index import LocalHybridIndex
+from pipeline.retrieval.strips import sentence_strips
+from tests.pipeline.conftest import TENANT_A, HashEmbedder, make_chunk
+
+DOCS = [
+    make_chunk("a-paris", "# France\nParis is the capital of France. It lies on the Seine. See map.", title="France"),
+    make_chunk("a-bananas", "Bananas are rich in potassium. They grow in tropical regions!", title="Bananas"),
+]
+
+
+def _stored(index):
+    conn = index._conn()
+    return {bytes(k): np.frombuffer(v, dtype=np.float32).copy()
+            for k, v in conn.execute("SELECT key, vector FROM strip_vectors").fetchall()}
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return OnnxMiniLMEmbedder()
+
+
+def test_sentence_strips_leave_out_headings_and_fragments():
+    assert sentence_strips(DOCS[0].text) == ["Paris is the capital of France.", "It lies on the Seine."]
+    assert sentence_strips("# Title only\n") == []
+
+
+def test_a_search_puts_the_hits_strip_vectors_into_the_cache_bit_identical(tmp_path, embedder):
+    index = LocalHybridIndex(tmp_path / "idx", embedder=embedder, strip_vectors=True)
+    index.write(DOCS)
+    assert index.stats()["strip_vectors"] == 4
+    embedder.cache.clear()
+    hits = [c for c, _ in index.search("capital of France", TENANT_A, k=1)]
+    strips = sentence_strips(hits[0].text)
+    shared = [embedder.cache.get(content_key(s)) for s in strips]
+    assert all(v is not None for v in shared)
+    assert embedder.cache.get(content_key(sentence_strips(DOCS[1].text)[0])) is None  # not a hit: not shared
+    embedder.cache.clear()
+    fresh = embedder.embed(strips)
+    assert all(np.array_equal(v, fresh[i]) for i, v in enumerate(shared))
+
+
+def test_strip_vectors_follow_updates_removals_and_later_writers(tmp_path, embedder):
+    index = LocalHybridIndex(tmp_path / "idx", embedder=embedder, strip_vectors=True)
+    index.write(DOCS)
+    before = _stored(index)
+    # roles change only: the same vectors stay, under the chunk's new row, and nothing is embedded again
+    embedder.cache.clear()
+    index.write([make_chunk("a-paris", DOCS[0].text, roles=("staff",), title="France"), DOCS[1]])
+    after = _stored(index)
+    assert set(after) == set(before) and all(np.array_equal(before[k], v) for k, v in after.items())
+    assert len(embedder.cache) == 0
+    # a writer that did not ask for strip vectors still keeps them up to date
+    later = LocalHybridIndex(tmp_path / "idx", embedder=embedder)
+    later.write([make_chunk("a-paris", "Paris has about two million inhabitants.", title="France")])
+    keys = set(_stored(later))
+    assert content_key("Paris has about two million inhabitants.") in keys
+    assert content_key("It lies on the Seine.") not in keys  # the old text's strips went with it
+    later.remove(chunk_id="a-bananas")
+    assert keys - set(_stored(later)) == {content_key(s) for s in sentence_strips(DOCS[1].text)}
+    assert later.stats()["strip_vectors"] == 1
+
+
+def test_asking_for_strip_vectors_fills_in_an_existing_index(tmp_path, embedder):
+    plain = LocalHybridIndex(tmp_path / "idx", embedder=embedder)
+    plain.write(DOCS)
+    assert plain.stats()["strip_vectors"] is None
+    report = LocalHybridIndex(tmp_path / "idx", embedder=embedder, strip_vectors=True).write(DOCS)
+    assert report.unchanged == 2
+    assert plain.stats()["strip_vectors"] == 4
+    assert set(_stored(plain)) == {content_key(s) for d in DOCS for s in sentence_strips(d.text)}
+
+
+def test_strip_vectors_are_refused_for_an_embedder_whose_vectors_cannot_be_shared(tmp_path):
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder(), strip_vectors=True)
+    with pytest.raises(ConfigError, match="strip vectors need the shipped ONNX embedder"):
+        index.write(DOCS)
+    assert not index.path.exists() or len(index) == 0
