@@ -3,7 +3,11 @@
 Binary head (one logit): relevant -> 1, partial -> ``partial_target``, irrelevant -> 0, trained with
 BCE. With a ``teacher`` (a bundle of a larger grader) the model is distilled: each pair's target mixes its
 label with the teacher's probability (``distill_weight`` of the teacher), the usual soft-target recipe for
-a student with fewer ``layers``. Length-bucketed batches with dynamic padding keep CPU training fast.
+a student with fewer ``layers``. With ``cosine_offset`` the model is trained on top of the frozen
+bi-encoder's cosine: the loss (and checkpoint selection) sees the cross-encoder's logit plus a fixed
+logistic of the cosine (fitted on the training labels), so the cross-encoder learns what the cosine misses
+and starts from the cosine's own ranking; ``crag fuse`` then mixes the two again. Length-bucketed
+batches with dynamic padding keep CPU training fast.
 The best checkpoint by validation AUROC is kept, with early stopping; the seed is fixed and recorded. After training the
 model is calibrated and its thresholds are chosen on the validation split, and the result is written
 as a torch bundle (``crag export`` turns it into ONNX).
@@ -17,7 +21,7 @@ import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +97,7 @@ class TrainConfig:
     distill_weight: float = 0.5
     teacher_score: str = "cross_encoder"  # or "fused": a fused teacher's full probability, cosine included
     init: str | None = None  # a trained checkpoint (config.json, head_config.json, model.safetensors) to start from
+    cosine_offset: bool = False  # learn on top of the frozen bi-encoder's cosine (see the module docstring)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -149,6 +154,22 @@ def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair], score:
         return np.asarray(grader.probabilities(scored.logits), dtype=np.float64)  # type: ignore[attr-defined]
     ce = scored.fusion_inputs[0] if scored.fusion_inputs is not None else scored.logits
     return 1.0 / (1.0 + np.exp(-np.asarray(ce, dtype=np.float64)))
+
+
+def cosine_offsets(train: list[LabelledPair], val: list[LabelledPair]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Per-pair offsets a * cosine + b for training and validation pairs, (a, b) a logistic fit of the frozen
+    bi-encoder's cosine (first window, as the cross-encoder reads a pair while training) on the training labels."""
+    from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
+    from grader.fusion import cosines
+
+    linear_model = require("sklearn.linear_model", "train")
+    embedder = OnnxMiniLMEmbedder(EMBEDDER_DIR)
+    cos_train = cosines(embedder, [(p.query, p.text) for p in train])
+    cos_val = cosines(embedder, [(p.query, p.text) for p in val])
+    fit = linear_model.LogisticRegression(C=100.0).fit(cos_train[:, None], binary_labels(train))
+    a, b = float(fit.coef_[0, 0]), float(fit.intercept_[0])
+    return ((a * cos_train + b).astype(np.float32), (a * cos_val + b).astype(np.float32),
+            {"weight": a, "bias": b, "embedder": embedder.name})
 
 
 def _bucketed_batches(
@@ -260,6 +281,14 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
         soft = teacher_probabilities(config.teacher, pairs, config.teacher_score)
         targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
         logger.info("teacher %s scored %d pairs in %.0f s", config.teacher, len(pairs), time.perf_counter() - t0)
+    offset = np.zeros(len(pairs), dtype=np.float32)
+    val_offset = np.zeros(len(val.pairs))
+    if config.cosine_offset:
+        t0 = time.perf_counter()
+        offset, val_offset, fitted = cosine_offsets(pairs, val.pairs)
+        config = replace(config, extra={**config.extra, "cosine_offset": fitted})  # recorded in the manifest
+        logger.info("cosine offsets %s for %d pairs in %.0f s", fitted, len(pairs) + len(val.pairs),
+                    time.perf_counter() - t0)
     steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
     total_steps = config.max_steps or max(1, round(steps_per_epoch * config.epochs))
     eval_every = config.eval_every or min(steps_per_epoch, total_steps)
@@ -281,6 +310,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
                 attention_mask=torch.from_numpy(batch.attention_mask).to(config.device),
                 token_type_ids=torch.from_numpy(batch.token_type_ids).to(config.device),
             )[:, 0]
+            logits = logits + torch.from_numpy(offset[batch.index]).to(config.device)
             loss = loss_fn(logits, torch.from_numpy(targets[batch.index]).to(config.device))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -295,8 +325,8 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", best_auroc="n/a" if best < 0 else f"{best:.4f}")
             if step % eval_every == 0 or step == total_steps:
-                auroc, per_domain = _selection_score(_val_logits(model, encoder, val.pairs, config.device),
-                                                     val.pairs, config.select_by)
+                auroc, per_domain = _selection_score(
+                    _val_logits(model, encoder, val.pairs, config.device) + val_offset, val.pairs, config.select_by)
                 history.append({"step": step, "val_auroc": auroc, "val_auroc_by_domain": per_domain,
                                 "seconds": time.perf_counter() - start})
                 logger.info("step %d: validation AUROC %.4f %s", step, auroc, per_domain)

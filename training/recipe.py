@@ -79,6 +79,7 @@ class RecipeConfig:
     layers: int = 0  # a student with the base's first N layers (0: the full model, the default bundle)
     teacher: str | None = None  # a student learns from this bundle's scores as well as from the labels
     distill_weight: float = 0.5
+    cosine_offset: bool = False  # train the cross-encoder on top of the frozen cosine (see training.finetune)
     name: str = "default"
 
 
@@ -226,7 +227,7 @@ def run_default_recipe(
     work = Path(work)
     files = prepare_default_data(data_dir, work, config)
     mix = json.loads((work / "mix.json").read_text(encoding="utf-8"))
-    suffix = f"-l{config.layers}" if config.layers else ""
+    suffix = (f"-l{config.layers}" if config.layers else "") + ("-cos" if config.cosine_offset else "")
     trained = work / f"trained{suffix}"
     if not (trained / "manifest.json").is_file():
         train_grader(
@@ -241,6 +242,7 @@ def run_default_recipe(
                 eval_every=config.eval_every, patience=config.patience, select_by="domain_mean",
                 threshold_groups="domain", threads=0, device=config.device, progress=progress, name=config.name,
                 layers=config.layers, teacher=config.teacher, distill_weight=config.distill_weight,
+                cosine_offset=config.cosine_offset,
                 extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": asdict(config),
                        "training_mix": mix},
             ),

@@ -174,3 +174,25 @@ def test_init_that_is_not_a_checkpoint_is_refused(squad_pairs_file, tmp_path):
     with pytest.raises(ConfigError, match="not a trained checkpoint"):
         train_grader(PairSet(pairs[:24]), PairSet(pairs[40:70]), tmp_path / "out",
                      TrainConfig(max_steps=1, progress=False, init=str(tmp_path)))
+
+
+def test_training_on_top_of_the_cosine_learns_from_the_sum_and_records_the_offset(squad_pairs_file, tmp_path):
+    from grader.embedder import OnnxMiniLMEmbedder
+    from grader.fusion import cosines
+    from training.data import PairSet
+    from training.finetune import cosine_offsets, train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    train, val = pairs[:40], pairs[40:70]
+    offset, val_offset, fitted = cosine_offsets(train, val)
+    cos_val = cosines(OnnxMiniLMEmbedder(), [(p.query, p.text) for p in val])
+    assert fitted["weight"] > 0  # relevant pairs are the closer ones
+    assert np.allclose(val_offset, fitted["weight"] * cos_val + fitted["bias"], atol=1e-5)
+    assert offset.shape == (40,)
+    out = tmp_path / "on-cosine"
+    train_grader(PairSet(train), PairSet(val), out,
+                 TrainConfig(max_length=64, max_steps=2, batch_size=8, progress=False, layers=1, cosine_offset=True,
+                             target_escalation=0.5, target_error=None, name="on-cosine"))
+    recorded = read_bundle(out).manifest.training["config"]
+    assert recorded["cosine_offset"] is True
+    assert recorded["extra"]["cosine_offset"] == pytest.approx(fitted)

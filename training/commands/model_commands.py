@@ -94,6 +94,7 @@ def _recipe(args: argparse.Namespace) -> int:
 
     config = dataclasses.replace(RecipeConfig(), seed=args.seed, layers=args.layers, teacher=args.teacher,
                                  distill_weight=args.distill_weight, name=args.name,
+                                 cosine_offset=args.cosine_offset,
                                  max_minutes=args.max_minutes or RecipeConfig.max_minutes)
     reports = run_default_recipe(args.data, args.work, args.out, config, progress=not args.no_progress)
     print_json({name: {k: r.get(k) for k in ("n", "auroc", "accuracy", "escalation_rate", "auto_error_rate")}
@@ -111,6 +112,8 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
                    help="train a student with the base model's first N layers (0: the full model)")
     p.add_argument("--teacher", help="a grader bundle the student also learns from (e.g. runs/default/onnx)")
     p.add_argument("--distill-weight", type=float, default=0.5, help="share of the teacher in each target")
+    p.add_argument("--cosine-offset", action="store_true",
+                   help="train the cross-encoder on top of the frozen bi-encoder's cosine (learns what it misses)")
     p.add_argument("--name", default="default", help="the bundle's name")
     p.add_argument("--max-minutes", type=float, default=0.0, help="training time budget (default: the recipe's)")
     p.add_argument("--no-progress", action="store_true")
