@@ -8,7 +8,7 @@ from typing import Any
 from grader.fusion import FusionHead
 from models.bundle import read_bundle
 
-__all__ = ["write_model_card"]
+__all__ = ["rewrite_reference_section", "write_model_card"]
 
 METRIC_KEYS = ("n", "auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate",
                "ece", "brier")
@@ -106,6 +106,26 @@ def _reference_lines(m: Any) -> list[str]:
     return ["", "## Shift reference",
             f"{ref.get('n', 0):,} pairs of the calibration data{detail}.{per_group} Remake it for other calibration "
             "data with `crag reference --model <bundle> --data <pairs.jsonl> --out <new bundle> [--group-by domain]`."]
+
+
+def rewrite_reference_section(bundle_dir: str | Path) -> Path | None:
+    """Re-render only the card's "Shift reference" section from the manifest (after `crag reference`, whose
+    copied card keeps every other section: they hold tables only `crag recipe` measures). None: no card."""
+    bundle = read_bundle(bundle_dir)
+    path = bundle.path / "MODEL_CARD.md"
+    if not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    fresh = _reference_lines(bundle.manifest)[1:]  # without the blank line that separates it in a new card
+    start = next((i for i, line in enumerate(lines) if line.strip() == "## Shift reference"), None)
+    if start is None:  # an older card: the section goes before "Intended use", or at the end
+        start = next((i for i, line in enumerate(lines) if line.startswith("## Intended use")), len(lines))
+        lines[start:start] = [*fresh, ""]
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = [*fresh, ""] if end < len(lines) else fresh
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:

@@ -15,6 +15,7 @@ from typing import Any
 from grader.shift import make_reference
 from models.registry import resolve_bundle
 from training.data import groups_of, load_pairs
+from training.model_card import rewrite_reference_section
 from training.recalibrate import check_new_bundle_dir, cross_encoder_grader, write_derived_bundle
 
 __all__ = ["refresh_reference"]
@@ -36,9 +37,10 @@ def refresh_reference(model: str | Path, data: str | Path, out: str | Path, grou
         previous.update(manifest.get("reference") or {})
         manifest["reference"] = reference
 
-    # a card rendered here would lose the held-out tables that only `crag recipe` measures; the copied card's
-    # "Shift reference" section therefore still describes the source's reference
+    # a card rendered here would lose the held-out tables that only `crag recipe` measures: the copied card is
+    # kept and only its "Shift reference" section is rendered again, for the new reference
     target = write_derived_bundle(model, out, change, model_card=False)
+    rewrite_reference_section(target)
     return {"out": str(target), "pairs": reference["n"], "design_effect": reference["design_effect"],
             "groups": {name: sub["n"] for name, sub in reference.get("groups", {}).items()},
             "previous_design_effect": previous.get("design_effect"), "previous_n": previous.get("n")}

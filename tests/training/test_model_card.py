@@ -16,3 +16,20 @@ def test_card_of_the_default_marks_untrained_domains(tmp_path):
     assert "| test:web | 0.7000 | 0.7200 | -0.0200 |" in card
     assert "| web_novel (not in training) | 327 |" in card  # thresholds per domain of the calibration data
     assert "Reproduce: `crag recipe" in card
+
+
+def test_the_reference_section_is_rendered_again_in_place_or_added_to_an_older_card(tmp_path):
+    from training.model_card import rewrite_reference_section
+
+    bundle = tmp_path / "copy"
+    shutil.copytree(resolve_bundle("default"), bundle)
+    card = bundle / "MODEL_CARD.md"
+    card.write_text("# Card\n\n## Metrics\nkept\n\n## Intended use and limits\n- kept too\n", encoding="utf-8")
+    rewrite_reference_section(bundle)
+    text = card.read_text(encoding="utf-8")
+    assert text.index("## Metrics") < text.index("## Shift reference") < text.index("## Intended use")
+    assert "kept\n" in text and "- kept too" in text
+    rewrite_reference_section(bundle)  # again: replaced, not added twice
+    assert card.read_text(encoding="utf-8") == text
+    card.unlink()
+    assert rewrite_reference_section(bundle) is None and not card.exists()

@@ -19,6 +19,10 @@ def test_reference_is_remade_with_design_effects_and_the_source_is_kept(tmp_path
     assert effect["logit"] >= 1.0 and effect["length"] >= 1.0 and effect["chunks_per_query"] == 10
     assert fresh.manifest.files == source.manifest.files and fresh.manifest.thresholds == source.manifest.thresholds
     assert (source.path / "manifest.json").read_text() == before
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")  # the source's card, its reference re-rendered
+    assert f"{summary['pairs']:,} pairs of the calibration data" in card and card.count("## Shift reference") == 1
+    assert "## Intended use and limits" in card and "Against the untrained all-MiniLM-L6-v2 bi-encoder" in card
+    assert "7 domains also has a reference" not in card  # the shipped default's per-domain references are gone
     assert main(["reference", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out)]) == 2
     assert "exists; choose a new directory" in capsys.readouterr().err
 
@@ -31,3 +35,4 @@ def test_reference_by_group_keeps_one_reference_per_domain(tmp_path, capsys, squ
     groups = read_bundle(out).manifest.reference["groups"]
     assert set(groups) == set(summary["groups"]) == {"Normans", "Computational_complexity_theory", "Huguenot"}
     assert sum(g["n"] for g in groups.values()) == summary["pairs"]
+    assert "Each of its 3 domains also has a reference of its own" in (out / "MODEL_CARD.md").read_text()
