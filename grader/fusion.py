@@ -42,12 +42,18 @@ def cosines(embedder: Any, pairs: Sequence[tuple[str, str]], *, max_windows: int
         t_vectors, owner = embedder.embed(texts), np.arange(len(texts))
     else:
         t_vectors, owner = embedder.embed_windows(texts, max_windows=max_windows)
-    windows_of: list[list[int]] = [[] for _ in texts]
-    for row, text in enumerate(owner):
-        windows_of[int(text)].append(row)
-    out = np.empty(len(pairs), dtype=np.float64)
-    for i, (q, t) in enumerate(pairs):
-        out[i] = float(np.max(t_vectors[windows_of[t_index[t]]] @ q_vectors[q_index[q]]))
+    q_rows = np.fromiter((q_index[q] for q, _ in pairs), dtype=np.int64, count=len(pairs))
+    t_rows = np.fromiter((t_index[t] for _, t in pairs), dtype=np.int64, count=len(pairs))
+    # the first window of text i is row i; extra windows (long texts only) follow, owned by their text
+    out = np.einsum("ij,ij->i", t_vectors[t_rows], q_vectors[q_rows]).astype(np.float64)
+    extra = np.flatnonzero(np.arange(len(owner)) >= len(texts))
+    if extra.size:
+        windows_of: dict[int, list[int]] = {}
+        for row in extra:
+            windows_of.setdefault(int(owner[row]), []).append(int(row))
+        for i in np.flatnonzero(np.isin(t_rows, list(windows_of))):
+            rows = windows_of[int(t_rows[i])]
+            out[i] = max(out[i], float(np.max(t_vectors[rows] @ q_vectors[q_rows[i]])))
     return out
 
 
