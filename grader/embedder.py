@@ -69,6 +69,7 @@ class OnnxMiniLMEmbedder:
         # one text per call gives each text one vector whatever it is embedded with: only then can it be cached
         model_sha = str(manifest.get("files", {}).get(model_file, {}).get("sha256", ""))
         self.cache = embedding_cache(model_sha) if model_sha and self.batch_size == 1 else BoundedCache(0)
+        self._window_counts: BoundedCache[int] = BoundedCache(CACHE_VECTORS)  # text -> windows past the first
         # names vectors that are bit-identical to this embedder's (an index records it to share its vectors)
         self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
@@ -105,15 +106,26 @@ class OnnxMiniLMEmbedder:
             return first, np.arange(len(texts), dtype=np.int64)
         # a WordPiece token covers at least one character: shorter texts fit in one window
         extra: list[tuple[int, bytes, object]] = []  # (text row, cache key, encoding) of windows 2..max_windows
+        cached: dict[int, np.ndarray] = {}  # position in ``extra`` -> vector found in the cache
         for i, text in enumerate(texts):
             if len(text) > self.max_length - 2:
+                keys = self._cached_window_keys(text, max_windows)
+                found = [self.cache.get(key) for key in keys or ()]
+                if keys is not None and all(v is not None for v in found):  # known windows, all cached: no tokenising
+                    cached.update((len(extra) + k, v) for k, v in enumerate(found))
+                    extra.extend((i, key, None) for key in keys)
+                    continue
                 clipped = text[: max_windows * self.max_length * CHARS_PER_TOKEN_CAP]
-                for k, window in enumerate(self._windowed.encode(clipped).overflowing[: max_windows - 1]):
+                windows = self._windowed.encode(clipped).overflowing[: max_windows - 1]
+                self._window_counts.put_many([(content_key(text, f"windows of {max_windows}"), len(windows))])
+                for k, window in enumerate(windows):
                     extra.append((i, content_key(text, f"window {k + 2} of {self.max_length}"), window))
         vectors = np.zeros((len(extra), self.dim), dtype=np.float32)
         todo = []
         for j, (_, key, _) in enumerate(extra):
-            vector = self.cache.get(key)
+            vector = cached.get(j)
+            if vector is None:
+                vector = self.cache.get(key)
             if vector is None:
                 todo.append(j)
             else:
@@ -124,6 +136,13 @@ class OnnxMiniLMEmbedder:
         self.cache.put_many((extra[j][1], vectors[j].copy()) for j in todo)
         owner = np.array([i for i, _, _ in extra], dtype=np.int64)
         return np.concatenate([first, vectors]), np.concatenate([np.arange(len(texts), dtype=np.int64), owner])
+
+    def _cached_window_keys(self, text: str, max_windows: int) -> list[bytes] | None:
+        """Cache keys of the text's windows 2.. when its window count is known (None: tokenise to find out)."""
+        count = self._window_counts.get(content_key(text, f"windows of {max_windows}"))
+        if count is None:
+            return None
+        return [content_key(text, f"window {k + 2} of {self.max_length}") for k in range(count)]
 
     def _embed_batch(self, texts: Sequence[str], rows: Sequence[int]) -> np.ndarray:
         return self._embed_encodings(self.tokenizer.encode_batch([texts[i] or " " for i in rows]))

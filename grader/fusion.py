@@ -42,18 +42,15 @@ def cosines(embedder: Any, pairs: Sequence[tuple[str, str]], *, max_windows: int
         t_vectors, owner = embedder.embed(texts), np.arange(len(texts))
     else:
         t_vectors, owner = embedder.embed_windows(texts, max_windows=max_windows)
+    owner = np.asarray(owner, dtype=np.int64)
     q_rows = np.fromiter((q_index[q] for q, _ in pairs), dtype=np.int64, count=len(pairs))
-    t_rows = np.fromiter((t_index[t] for _, t in pairs), dtype=np.int64, count=len(pairs))
-    # the first window of text i is row i; extra windows (long texts only) follow, owned by their text
-    out = np.einsum("ij,ij->i", t_vectors[t_rows], q_vectors[q_rows]).astype(np.float64)
-    extra = np.flatnonzero(np.arange(len(owner)) >= len(texts))
-    if extra.size:
-        windows_of: dict[int, list[int]] = {}
-        for row in extra:
-            windows_of.setdefault(int(owner[row]), []).append(int(row))
-        for i in np.flatnonzero(np.isin(t_rows, list(windows_of))):
-            rows = windows_of[int(t_rows[i])]
-            out[i] = max(out[i], float(np.max(t_vectors[rows] @ q_vectors[q_rows[i]])))
+    t_of_pair = np.fromiter((t_index[t] for _, t in pairs), dtype=np.int64, count=len(pairs))
+    first_row = np.empty(len(texts), dtype=np.int64)
+    first_row[owner[::-1]] = np.arange(len(owner))[::-1]  # each text's first window (the earliest row wins)
+    out = np.einsum("ij,ij->i", t_vectors[first_row[t_of_pair]], q_vectors[q_rows]).astype(np.float64)
+    windowed = np.bincount(owner, minlength=len(texts)) > 1  # long texts: the best of their windows
+    for i in np.flatnonzero(windowed[t_of_pair]):
+        out[i] = float(np.max(t_vectors[owner == t_of_pair[i]] @ q_vectors[q_rows[i]]))
     return out
 
 

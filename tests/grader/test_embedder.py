@@ -31,6 +31,8 @@ def test_long_text_is_read_in_at_most_max_windows(embedder):
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     again, _ = embedder.embed_windows(texts, max_windows=3)  # the extra windows come back from the cache
     assert np.array_equal(again, vectors)
+    embedder.cache.clear()  # window count still known, vectors gone: tokenised and embedded again, same result
+    assert np.array_equal(embedder.embed_windows(texts, max_windows=3)[0], vectors)
     _, more_owner = embedder.embed_windows([LATE_ANSWER], max_windows=8)
     assert 3 < len(more_owner) <= 8
 

@@ -62,3 +62,11 @@ def test_cosines_count_the_best_window_of_a_long_text():
     pairs = [("q", "long:other,same"), ("q", "half")]
     assert np.allclose(cosines(_WindowedEmbedder(), pairs, max_windows=4), [1.0, 0.6])
     assert np.allclose(cosines(_WindowedEmbedder(), [("q", "half")], max_windows=1), [0.6])
+
+
+def test_cosines_read_windows_in_whatever_order_the_embedder_returns_them():
+    # sorted texts: "long:other,same" (rows 0-1), then "z-half" (row 2): a text's first window is not its index
+    embedder = _WindowedEmbedder()
+    embedder.embed = lambda texts: _Embedder.embed(embedder, [t.removeprefix("z-") for t in texts])
+    pairs = [("q", "z-half"), ("q", "long:other,same"), ("q", "z-half")]
+    assert np.allclose(cosines(embedder, pairs, max_windows=4), [0.6, 1.0, 0.6])
