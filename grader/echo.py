@@ -8,14 +8,22 @@ A cross-encoder and a bi-encoder both score echoes high (they share every word w
 rules run before them, like the rule for empty chunks. Chunks made only of questions are left to the model:
 in tech support, answers are often phrased as questions ("Have you looked at your account's permissions?"
 was the accepted answer to 9 held-out StackFAQ queries).
+
+Pairs these rules decide never reach the model's thresholds, so calibration, threshold choice, shift references
+and evaluation must treat them the way ``grade`` does (:func:`rule_decided`): fitted on such pairs, a map and a
+band describe scores that are never used (echoes were the highest-scored pairs of the default's calibration data
+and pinned its upper threshold at 1.0).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["non_answer_reason", "repeats_query"]
+import numpy as np
+
+__all__ = ["non_answer_reason", "repeats_query", "rule_decided"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _REAL_WORD = re.compile(r"[^\W\d_]{2,}|\d", re.UNICODE)
@@ -24,7 +32,7 @@ _STOPWORD_TEXT = (
     "why how does do did done from as at that this these those it its into than then there their they them he "
     "she his her i you your we our my me can could would should will shall may might must has have had not no "
     "yes any some all about if so but also just too same anyone someone know question problem wondering please "
-    "thanks thank re"
+    "thanks thank re here idea ideas tell hi hey anybody everyone"
 )
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
@@ -53,3 +61,8 @@ def non_answer_reason(query: str, text: str) -> str | None:
     if not _REAL_WORD.search(text):
         return "the chunk has no word of two letters or more and no number"
     return None
+
+
+def rule_decided(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """Which (query, text) pairs the rules above decide (True), as ``grade`` would, without any model."""
+    return np.fromiter((non_answer_reason(q, t) is not None for q, t in pairs), dtype=bool, count=len(pairs))

@@ -18,7 +18,7 @@ import numpy as np
 
 from grader.fusion import FusionHead
 from models.errors import ConfigError
-from training.data import load_pairs
+from training.data import load_pairs, model_decided
 from training.fusion import COSINE_SHARES, head_for_share
 from training.metrics import auroc, binary_labels
 from training.recalibrate import (
@@ -52,7 +52,7 @@ def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, l
         raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "
                           "thresholds (or `crag fuse` first)")
     check_new_bundle_dir(grader.bundle.path, out)  # before the slow scoring
-    data = load_pairs(data_path, label_map=label_map)
+    data, _ = model_decided(load_pairs(data_path, label_map=label_map))  # the pairs that reach the fused score
     y = binary_labels(data.pairs)
     if len(data.pairs) < 40 or y.min() == y.max():
         raise ConfigError(f"adapting needs at least 40 labelled pairs with both relevant and irrelevant ones; got "

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
+from grader.echo import rule_decided
 from grader.llm import LLMFailure, LLMGrader, LLMJudgement
 from models.deps import require
 from models.errors import ConfigError
@@ -52,12 +53,22 @@ def evaluate_cascade(
     if any(not 0.0 <= e <= 1.0 for e in levels):
         raise ConfigError(f"escalation levels must lie in [0, 1], got {list(levels)}")
     start = time.perf_counter()
-    scored = primary.score_pairs([(p.query, p.text) for p in pairs])
+    texts = [(p.query, p.text) for p in pairs]
+    ruled = rule_decided(texts)  # decided irrelevant by rule, as grade does: probability 0, never escalated
+    probs = np.zeros(len(pairs))
+    if not ruled.all():
+        probs[~ruled] = primary.probabilities(
+            primary.score_pairs([t for t, r in zip(texts, ruled, strict=True) if not r]).logits)
     model_seconds = time.perf_counter() - start
-    probs = primary.probabilities(scored.logits)
     y = binary_labels(pairs)
     model_pred = (probs >= primary.policy.decision).astype(int)
-    order = np.argsort(np.abs(probs - primary.policy.decision), kind="stable")
+    order = np.argsort(np.where(ruled, np.inf, np.abs(probs - primary.policy.decision)), kind="stable")
+    n_model = int((~ruled).sum())
+
+    def band_of(level: float) -> np.ndarray:
+        """The pairs escalated at ``level`` (a share of all pairs): the closest to the cut, never rule-decided."""
+        return order[: min(round(level * len(pairs)), n_model)]
+
     queries: dict[str, list[int]] = defaultdict(list)
     for i, p in enumerate(pairs):
         queries[p.query_id].append(i)
@@ -67,7 +78,7 @@ def evaluate_cascade(
                               "model_ms_per_query": model_ms,
                               "band": "share of pairs closest to the decision cut", "real_llm": None,
                               "simulated": {}}
-    widest = order[: round(max(levels) * len(pairs))]
+    widest = band_of(max(levels))
     if llm is not None:
         judged: dict[int, LLMJudgement | LLMFailure] = {}
         chunk_ms = np.zeros(len(pairs))  # the LLM time of a query's call, shared among its escalated chunks
@@ -82,7 +93,7 @@ def evaluate_cascade(
             judged.update(zip(band_members, results, strict=True))
         rows = []
         for level in levels:
-            band = order[: round(level * len(pairs))]
+            band = band_of(level)
             predicted, failures, cost, calls = model_pred.copy(), 0, 0.0, 0
             for i in band:
                 result = judged[int(i)]
@@ -105,7 +116,7 @@ def evaluate_cascade(
         simulated_pred = np.where(correct, y, 1 - y)
         rows = []
         for level in levels:
-            band = order[: round(level * len(pairs))]
+            band = band_of(level)
             predicted = model_pred.copy()
             predicted[band] = simulated_pred[band]
             auto = np.ones(len(pairs), dtype=bool)

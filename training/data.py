@@ -17,11 +17,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
 
-__all__ = ["LabelledPair", "PairSet", "group_by_query", "groups_of", "load_pairs", "query_key", "write_pairs"]
+__all__ = ["LabelledPair", "PairSet", "group_by_query", "groups_of", "load_pairs", "model_decided", "query_key",
+           "write_pairs"]
 
 logger = logging.getLogger(__name__)
 REQUIRED = ("query", "text", "label")
@@ -206,6 +209,26 @@ def load_pairs(
     for message in warnings[:MAX_REPORTED]:
         logger.warning(message)
     return PairSet(pairs=pairs, warnings=warnings, path=str(path))
+
+
+def model_decided(data: PairSet) -> tuple[PairSet, np.ndarray]:
+    """The pairs the grader's model decides, and the mask that chose them from ``data``.
+
+    Echoes of the query and wordless or empty chunks are decided irrelevant by rule before any model
+    (:mod:`grader.echo`); a calibration map, thresholds, a shift reference or metrics fitted on their scores
+    would describe scores the grader never uses. A rule-decided pair labelled relevant is a rule error: it is
+    counted in the warning, because no threshold can recover it."""
+    from grader.echo import rule_decided
+
+    ruled = rule_decided([(p.query, p.text) for p in data.pairs])
+    if not ruled.any():
+        return data, ~ruled
+    wrong = sum(1 for p, r in zip(data.pairs, ruled, strict=True) if r and p.label is not Verdict.IRRELEVANT)
+    logger.info("%s: %d of %d pairs are decided by rule (query echoes, no words), not by the model; they are "
+                "left out of calibration and thresholds%s", data.path or "data", int(ruled.sum()), len(data.pairs),
+                f" ({wrong} of them labelled relevant or partial)" if wrong else "")
+    kept = [p for p, r in zip(data.pairs, ruled, strict=True) if not r]
+    return PairSet(kept, warnings=list(data.warnings), path=data.path), ~ruled
 
 
 def group_by_query(pairs: Iterable[LabelledPair]) -> dict[str, list[LabelledPair]]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
+from grader.echo import rule_decided
 from grader.factory import load_grader
 from grader.shift import compare_to_reference
 from grader.thresholds import tradeoff_curve
@@ -26,24 +27,32 @@ EVAL_BLOCK = 512  # pairs scored between two progress updates
 def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int | None = None) -> dict[str, Any]:
     """Score every pair and compute the report (curves included for plotting).
 
-    ``batch_size`` defaults to the grader's own, so the figures match what the grader does in service.
+    ``batch_size`` defaults to the grader's own, so the figures match what the grader does in service. Pairs
+    that ``grade`` decides by rule (query echoes, wordless chunks) get what it gives them, probability 0, and
+    are counted in ``rule_decided``; the model scores the rest.
     """
     if not data.pairs:
         raise ConfigError("nothing to evaluate: the data has no labelled pairs")
     batch_size = batch_size or grader.batch_size
-    pairs = [(p.query, p.text) for p in data.pairs]
+    all_pairs = [(p.query, p.text) for p in data.pairs]
+    ruled = rule_decided(all_pairs)
+    pairs = [pair for pair, r in zip(all_pairs, ruled, strict=True) if not r]
     block = max(batch_size, EVAL_BLOCK // batch_size * batch_size)  # whole batches, so timings are unchanged
     blocks = [grader.score_pairs(pairs[i:i + block], batch_size=batch_size)
               for i in progress(range(0, len(pairs), block), desc="scoring", total=-(-len(pairs) // block),
                                 unit="block")]
-    logits = np.concatenate([b.logits for b in blocks])
-    probs = grader.probabilities(logits)
+    logits = np.concatenate([b.logits for b in blocks]) if blocks else np.zeros(0)
+    probs = np.zeros(len(all_pairs))
+    probs[~ruled] = grader.probabilities(logits)
     report = compute_metrics(data.pairs, probs, grader.policy, [s for b in blocks for s in b.batch_seconds])
     y = binary_labels(data.pairs)
-    report["truncated_share"] = float(np.concatenate([b.truncated for b in blocks]).mean())
+    report["rule_decided"] = int(ruled.sum())
+    report["truncated_share"] = float(sum(int(b.truncated.sum()) for b in blocks) / len(all_pairs))
     reference = grader.bundle.manifest.reference
-    report["shift"] = (compare_to_reference(reference, logits, [len(p.text) for p in data.pairs]).to_dict()
-                       if reference else {"shifted": None, "message": "the bundle has no shift reference"})
+    lengths = [len(text) for _, text in pairs]
+    report["shift"] = (compare_to_reference(reference, logits, lengths).to_dict() if reference and pairs
+                       else {"shifted": None, "message": "the bundle has no shift reference" if not reference
+                             else "every pair was decided by rule"})
     report["batch_size"] = batch_size
     report["model"] = grader.describe()
     report["reliability"] = reliability_bins(probs, y)

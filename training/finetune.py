@@ -36,7 +36,7 @@ from models.deps import require
 from models.errors import ConfigError
 from models.types import Verdict
 from training.base_models import resolve_base
-from training.data import LabelledPair, PairSet, write_pairs
+from training.data import LabelledPair, PairSet, model_decided, write_pairs
 from training.metrics import binary_labels, compute_metrics
 from training.versions import library_versions
 
@@ -256,8 +256,10 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     tqdm = require("tqdm", "train").tqdm
     from grader.torch_model import build_cross_encoder, load_cross_encoder, save_cross_encoder
 
+    # validation, calibration and thresholds see what the model decides in service: rule-decided echoes are not
+    val = model_decided(val)[0]
     if len(train) == 0 or len(val) == 0:
-        raise ConfigError("training needs non-empty train and validation sets")
+        raise ConfigError("training needs non-empty train and validation sets (other than query echoes)")
     if binary_labels(val.pairs).min() == binary_labels(val.pairs).max():
         raise ConfigError("the validation set needs both relevant and irrelevant pairs to calibrate and stop early")
     out = Path(out)

@@ -186,13 +186,13 @@ def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, la
                 delta: float | None = None, calibration: str = "platt", int8_only: bool = False,
                 max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
     """``crag fuse``: choose the fusion on ``data_path``, calibrate the fused score, write the new bundle."""
-    from training.data import groups_of, load_pairs
+    from training.data import groups_of, load_pairs, model_decided
     from training.metrics import binary_labels
     from training.recalibrate import cross_encoder_grader, recalibrate
 
     source = cross_encoder_grader(model)
     check_new_bundle_dir(source.bundle.path, out)  # before the slow scoring, not after
-    data = load_pairs(data_path, label_map=label_map)
+    data, _ = model_decided(load_pairs(data_path, label_map=label_map))  # pairs that reach the fused score
     groups = groups_of(data.pairs, group_by) or []
     ce_logits, cosine = fusion_inputs(source, data.pairs)
     choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups)

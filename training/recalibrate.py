@@ -36,7 +36,7 @@ from grader.thresholds import (
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError
 from models.registry import resolve_bundle
-from training.data import LabelledPair, PairSet
+from training.data import LabelledPair, PairSet, model_decided
 from training.metrics import binary_labels, compute_metrics
 
 __all__ = [
@@ -170,11 +170,15 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     (a rule on the count only, so the guarantee stays valid) unless LLM labels are given to fit a map."""
     if calibration_map not in ("auto", "refit", "keep"):
         raise ConfigError(f"calibration_map must be auto, refit or keep, got {calibration_map!r}")
+    data, kept = model_decided(data)  # echoes etc. are decided by rule in service: they must not move the band
+    logits = None if logits is None else np.asarray(logits)[kept]
+    groups = None if groups is None else [g for g, k in zip(groups, kept, strict=True) if k]
     pairs = data.pairs
     y = binary_labels(pairs)
     if len(pairs) < 20 or y.min() == y.max():
+        ruled = f" (and {int((~kept).sum())} decided by rule: query echoes, no words)" if (~kept).any() else ""
         raise ConfigError(f"calibration needs at least 20 labelled pairs with both relevant and irrelevant ones; "
-                          f"got {len(pairs)} pairs, {int(y.sum())} relevant")
+                          f"got {len(pairs)} pairs the model decides{ruled}, {int(y.sum())} relevant")
     if logits is None:
         logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
     g = np.asarray(groups) if groups is not None else None
@@ -226,6 +230,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs], groups=g)
     if llm_labels is not None:
         metrics = {**metrics, "llm_labels": {**llm_labels.to_dict(), "used_in_fit": used}}
+    metrics = {**metrics, "rule_decided_left_out": int((~kept).sum())}
     return Recalibration(calibrator=calibrator, choice=choice, metrics=metrics, reference=reference, note=note)
 
 

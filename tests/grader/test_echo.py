@@ -3,7 +3,7 @@
 import pytest
 
 from grader import load_grader
-from grader.echo import non_answer_reason, repeats_query
+from grader.echo import non_answer_reason, repeats_query, rule_decided
 
 
 @pytest.mark.parametrize(("query", "text", "echo"), [
@@ -14,6 +14,11 @@ from grader.echo import non_answer_reason, repeats_query
     ("What is the capital of France?", "Paris.", False),
     ("When was the Eiffel Tower built?", "1889", False),
     ("x", "y", False),
+    # forum filler around a restated question adds no information either
+    ("How do I keep a local copy of a youtube video?",
+     "Same problem here. How do I keep a local copy of a youtube video? Any ideas?", True),
+    ("what is a divorce bench trial", "Hi, can someone tell me what a divorce bench trial is?", True),
+    ("what is a divorce bench trial", "Can someone tell me? A bench trial is decided by a judge, not a jury.", False),
 ])
 def test_repeats_query(query, text, echo):
     assert repeats_query(query, text) is echo
@@ -46,3 +51,10 @@ def test_grader_decides_wordless_chunks_without_the_model():
     (grade,) = load_grader("default").grade("x", ["y"])
     assert (grade.verdict.value, grade.decided_by, grade.probability) == ("irrelevant", "heuristic", 0.0)
     assert "no word" in grade.reason
+
+
+def test_rule_decided_marks_the_pairs_grade_decides_without_the_model():
+    pairs = [("hello", "hello"), ("x", "y"), ("What is the capital of France?", "Paris."),
+             ("What is the capital of France?", "   ")]
+    assert rule_decided(pairs).tolist() == [True, True, False, True]
+    assert rule_decided([]).shape == (0,)

@@ -107,3 +107,36 @@ def test_a_guarantee_needs_pairs_from_many_queries(human):
         recalibrate(grader, few, target_error=0.1, delta=0.1)
     point = recalibrate(grader, few, target_error=None, target_escalation=0.5, delta=None)  # no guarantee asked
     assert point.choice.escalation_rate <= 0.5 + 1e-9
+
+
+def _echoes(pairs, n):
+    """Forum-style echoes of the first ``n`` queries, labelled irrelevant (grade decides them by rule)."""
+    firsts = list({p.query_id: p for p in pairs}.values())[:n]
+    return [LabelledPair(query=p.query, text=f"Same problem here. {p.query} Any ideas?", label=Verdict.IRRELEVANT,
+                         query_id=p.query_id, metadata={"domain": "forum"}) for p in firsts]
+
+
+def test_rule_decided_pairs_move_neither_the_map_nor_the_band(human):
+    grader = cross_encoder_grader("default")
+    echoes = _echoes(human.pairs, 20)
+    plain = recalibrate(grader, human, target_error=0.1, delta=None)
+    mixed = recalibrate(grader, PairSet(human.pairs + echoes), target_error=0.1, delta=None)
+    assert mixed.calibrator.to_dict() == plain.calibrator.to_dict()
+    assert mixed.choice.policy == plain.choice.policy
+    assert (plain.metrics["rule_decided_left_out"], mixed.metrics["rule_decided_left_out"]) == (0, 20)
+    with pytest.raises(ConfigError, match="decided by rule"):
+        recalibrate(grader, PairSet(echoes), target_error=0.1, delta=None)
+
+
+def test_eval_reports_rule_decided_pairs_as_grade_decides_them(human):
+    from training.evaluate import evaluate_grader
+
+    grader = cross_encoder_grader("default")
+    echoes = _echoes(human.pairs, 20)
+    plain = evaluate_grader(grader, human)
+    mixed = evaluate_grader(grader, PairSet(human.pairs + echoes))
+    assert (plain["rule_decided"], mixed["rule_decided"], mixed["n"]) == (0, 20, len(human.pairs) + 20)
+    # decided irrelevant at probability 0, rightly: 20 more auto-decided pairs, no more errors
+    assert mixed["auto_decided"] == plain["auto_decided"] + 20
+    assert round(mixed["auto_error_rate"] * mixed["auto_decided"]) == round(plain["auto_error_rate"] *
+                                                                            plain["auto_decided"])

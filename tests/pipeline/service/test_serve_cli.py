@@ -57,6 +57,22 @@ def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
     assert [json.loads(line)["id"] for line in kept] == ["p0"]  # graded before the bad line, not lost
 
 
+def test_grade_file_gives_echoes_the_verdict_grade_gives(capsys, tmp_path):
+    from grader import load_grader
+
+    query, echo, answer = "Is there an IKEA in Dubai?", "So is there an IKEA there?", "IKEA Dubai is at Festival City."
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"query": query, "text": t}) + "\n" for t in (echo, answer, "- -")),
+                     encoding="utf-8")
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "graded.jsonl")]) == 0
+    capsys.readouterr()
+    rows = [json.loads(line) for line in (tmp_path / "graded.jsonl").read_text().splitlines()]
+    library = load_grader("default").grade(query, [echo, answer, "- -"])
+    assert [(r["verdict"], r["probability"], r["uncertain"]) for r in rows] == \
+        [(g.verdict.value, round(g.probability, 6), g.uncertain) for g in library]
+    assert rows[0]["probability"] == rows[2]["probability"] == 0.0 and rows[1]["probability"] > 0.0
+
+
 def test_grade_file_skips_bad_and_oversized_lines_with_bounded_memory(capsys, tmp_path):
     import psutil
 
