@@ -128,6 +128,18 @@ def rewrite_reference_section(bundle_dir: str | Path) -> Path | None:
     return path
 
 
+def _recalibration_lines(m: Any) -> list[str]:
+    """Say so when the calibration and thresholds were refitted after training (`crag calibrate` / `adapt`)."""
+    data = m.training.get("recalibrated_on")
+    if not data:
+        return []
+    ruled = m.metrics.get("recalibration", {}).get("rule_decided_left_out")
+    return [f"- Recalibrated after training (`crag calibrate`) on {data.get('pairs')} labelled pairs of"
+            f" {data.get('queries')} queries (`{data.get('path')}`)"
+            + (f"; {ruled} of them decided by rule (query echoes, no words) were left out of the fit" if ruled
+               else "") + "."]
+
+
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:
     """Write MODEL_CARD.md into the bundle directory (it is not part of the hashed files)."""
     bundle = read_bundle(bundle_dir)
@@ -161,6 +173,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f" on validation they escalate {t.get('escalation_rate', 0):.1%} with auto-decided error"
         f" {t.get('auto_error_rate', 0):.2%}."
         + (f" **Warning:** {t['small_sample_note']}." if t.get("small_sample_note") else ""),
+        *_recalibration_lines(m),
         f"- Training: {training.get('steps')} steps in {training.get('seconds')} s on this project's 2-core CPU,"
         f" seed {training.get('config', {}).get('seed')};"
         f" best validation AUROC {_fmt(training.get('best_val_auroc'))}.",
