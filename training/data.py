@@ -224,9 +224,11 @@ def model_decided(data: PairSet) -> tuple[PairSet, np.ndarray]:
     if not ruled.any():
         return data, ~ruled
     wrong = sum(1 for p, r in zip(data.pairs, ruled, strict=True) if r and p.label is not Verdict.IRRELEVANT)
-    logger.info("%s: %d of %d pairs are decided by rule (query echoes, no words), not by the model; they are "
-                "left out of calibration and thresholds%s", data.path or "data", int(ruled.sum()), len(data.pairs),
-                f" ({wrong} of them labelled relevant or partial)" if wrong else "")
+    log = logger.warning if wrong else logger.info  # a relevant pair lost to a rule is worth a warning
+    log("%s: %d of %d pairs are decided by rule (query echoes, no words), not by the model; they are left out of "
+        "calibration and thresholds%s", data.path or "data", int(ruled.sum()), len(data.pairs),
+        f" ({wrong} of them labelled relevant or partial: the rule rejects them whatever the thresholds)"
+        if wrong else "")
     kept = [p for p, r in zip(data.pairs, ruled, strict=True) if not r]
     return PairSet(kept, warnings=list(data.warnings), path=data.path), ~ruled
 

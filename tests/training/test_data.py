@@ -4,7 +4,7 @@ import logging
 import pytest
 
 from models import DataError, Verdict
-from training.data import load_pairs, query_key, write_pairs
+from training.data import LabelledPair, PairSet, load_pairs, model_decided, query_key, write_pairs
 from training.labels import parse_label_map
 
 
@@ -83,3 +83,19 @@ def test_file_level_errors(tmp_path):
     _jsonl(tmp_path / "list.jsonl", [[1, 2]])
     with pytest.raises(DataError, match="must be a JSON object"):
         load_pairs(tmp_path / "list.jsonl")
+
+
+def test_model_decided_leaves_out_rule_decided_pairs_and_warns_of_relevant_ones(caplog):
+    def pair(query, text, label):
+        return LabelledPair(query=query, text=text, label=label, query_id=query)
+
+    data = PairSet([pair("hello", "hello", Verdict.IRRELEVANT), pair("What is X?", "X is a letter.", Verdict.RELEVANT),
+                    pair("What is Y?", "what is y?", Verdict.RELEVANT)], path="pairs.jsonl")
+    with caplog.at_level("INFO", logger="training.data"):
+        kept, mask = model_decided(data)
+    assert [p.text for p in kept.pairs] == ["X is a letter."] and mask.tolist() == [False, True, False]
+    assert kept.path == "pairs.jsonl"
+    warning = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warning) == 1 and "2 of 3 pairs are decided by rule" in warning[0].message
+    assert "1 of them labelled relevant" in warning[0].message
+    assert model_decided(kept)[0] is kept  # nothing to leave out: the same set
