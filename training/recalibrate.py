@@ -285,9 +285,11 @@ def write_derived_bundle(source_model: str | Path, out: str | Path, change: Call
 
 def suggest_pairs(model: str | Path, pairs: Sequence[LabelledPair], n: int) -> list[LabelledPair]:
     """The ``n`` pairs most worth labelling: closest to a threshold (where a label moves the band), at most a
-    few per query (round-robin over queries, so the labels cover the data)."""
+    few per query (round-robin over queries, so the labels cover the data). Pairs that ``grade`` decides by rule
+    are never suggested: no label of theirs reaches the calibration."""
     if n < 1:
         raise ConfigError(f"--suggest needs a positive number of pairs, got {n}")
+    pairs = model_decided(PairSet(list(pairs)))[0].pairs
     grader = cross_encoder_grader(model)
     probs = grader.probabilities(grader.score_pairs([(p.query, p.text) for p in pairs]).logits)
     lower, upper = grader.policy.lower, grader.policy.upper

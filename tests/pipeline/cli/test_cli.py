@@ -182,12 +182,19 @@ def test_calibrate_refuses_an_unreachable_guarantee_and_writes_nothing(capsys, t
 
 
 def test_calibrate_suggests_pairs_near_the_thresholds_over_many_queries(capsys, tmp_path, squad_pairs_file):
+    pool = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
+    echoes = [{**r, "text": f"Same problem here. {r['query']} Any ideas?"} for r in pool[:: 10]]
+    data = tmp_path / "pool.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in pool + echoes), encoding="utf-8")
     out = tmp_path / "to_label.jsonl"
-    assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
-                 "--suggest", "12"]) == 0
+    assert main(["calibrate", "--model", "default", "--data", str(data), "--out", str(out), "--suggest", "12"]) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 12
     assert len({r["query_id"] for r in rows}) >= 6  # spread over queries, not 12 chunks of one question
+    assert main(["calibrate", "--model", "default", "--data", str(data), "--out", str(out), "--suggest", "500"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(pool)  # every pair but the echoes: decided by rule, their labels would reach nothing
+    assert not any(r["text"].startswith("Same problem here.") for r in rows)
 
 
 def test_version_is_printed(capsys):
