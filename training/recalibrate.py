@@ -145,11 +145,25 @@ def _with_llm_labels(grader: CrossEncoderGrader, fit_pairs: Sequence[LabelledPai
             np.concatenate([np.ones(len(fit_pairs)), np.full(len(extra), llm.weight)]), len(extra))
 
 
-def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | None) -> ConfigError:
-    """The error for a target no band can be shown to hold, saying whether more labels would help."""
-    how = (f"about {need} labelled pairs of this data would be needed (you gave {n_pairs})" if need
-           else "the model's error on this data stays above the target at every escalation level, so "
-                "more labels will not help; raise --target-error or use --target-escalation")
+def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | None,
+                groups: np.ndarray | None = None) -> ConfigError:
+    """The error for a target no band can be shown to hold, saying whether more labels would help.
+
+    ``need`` is estimated on all pairs together: when it is not more than the pairs given, it does not explain
+    the failure, and the message says what does (a group, or the test half not confirming the estimate)."""
+    if need is None:
+        how = ("the model's error on this data stays above the target at every escalation level, so more labels "
+               "will not help; raise --target-error or use --target-escalation")
+    elif need > n_pairs:
+        how = f"about {need} labelled pairs of this data would be needed (you gave {n_pairs})"
+    elif groups is not None and len(set(groups.tolist())) > 1:
+        sizes = ", ".join(f"{name} {int((groups == name).sum())}" for name in sorted(set(groups.tolist())))
+        how = (f"the target must be shown in each of the {len(set(groups.tolist()))} groups (--group-by), and in at "
+               f"least one of them the band decides too few pairs, or too many wrongly, to show it (pairs per "
+               f"group: {sizes}); label more pairs of the weakest groups, or calibrate each group on its own")
+    else:
+        how = (f"on all pairs together about {need} labelled pairs would do, but the held-out half did not "
+               "confirm it; label more pairs, of more queries")
     return ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
                        f">= {1 - delta:.0%} on these {n_pairs} pairs: {how}. Nothing was written.")
 
@@ -196,7 +210,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         found = fixed_sequence_test(label_free_bands(probs, grader.policy.decision), probs, y, target_error, delta,
                                     groups=g)
         if found is None:
-            raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta))
+            raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta), g)
         choice, used = found, 0
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
         metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)"}
@@ -213,7 +227,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
                                  groups=None if g is None else g[test])
         if not choice.feasible:
-            raise _infeasible(target_error, delta, len(pairs), choice.labels_needed)
+            raise _infeasible(target_error, delta, len(pairs), choice.labels_needed, g)
         auto_test = round((1.0 - choice.escalation_rate) * test.size)
         evaluated = [pairs[i] for i in test]
         metrics = compute_metrics(evaluated, probs[test], choice.policy)

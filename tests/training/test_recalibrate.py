@@ -140,3 +140,16 @@ def test_eval_reports_rule_decided_pairs_as_grade_decides_them(human):
     assert mixed["auto_decided"] == plain["auto_decided"] + 20
     assert round(mixed["auto_error_rate"] * mixed["auto_decided"]) == round(plain["auto_error_rate"] *
                                                                             plain["auto_decided"])
+
+
+def test_an_infeasible_target_is_explained_by_what_actually_failed():
+    from training.recalibrate import _infeasible
+
+    short = str(_infeasible(0.05, 0.1, 200, 900))
+    assert "about 900 labelled pairs of this data would be needed (you gave 200)" in short
+    assert "will not help" in str(_infeasible(0.05, 0.1, 200, None))
+    # enough pairs on the pool: the groups (or the test half) are what failed, never "you gave more than needed"
+    grouped = str(_infeasible(0.05, 0.1, 4154, 295, np.array(["web", "web", "faq"])))
+    assert "each of the 2 groups" in grouped and "faq 1, web 2" in grouped and "would be needed" not in grouped
+    assert "did not confirm" in str(_infeasible(0.05, 0.1, 4154, 295))
+    assert "Nothing was written" in grouped
