@@ -191,6 +191,10 @@ class LocalHybridIndex:
         new = list(chunks)
         if not new:
             return WriteReport()
+        # before any embedding: a refused write should cost nothing
+        if self.strip_vectors and not getattr(self.embedder, "vector_identity", None):
+            raise ConfigError(f"strip vectors need the shipped ONNX embedder, whose vectors a fused grader can reuse "
+                              f"as they are; {self.embedder.name!r} does not promise that: index without them")
         conn = self._conn(create=True)
         existing = self._existing(conn, new)
         changed = [c for c in new if existing.get((c.tenant, c.chunk_id), (None, None))[0] != c]
@@ -203,9 +207,6 @@ class LocalHybridIndex:
         if to_embed:
             vectors.update(zip(((c.tenant, c.chunk_id) for c in to_embed), self._embed([c.text for c in to_embed]),
                                strict=True))
-        if self.strip_vectors and not getattr(self.embedder, "vector_identity", None):
-            raise ConfigError(f"strip vectors need the shipped ONNX embedder, whose vectors a fused grader can reuse "
-                              f"as they are; {self.embedder.name!r} does not promise that: index without them")
         with_strips = self.strip_vectors or strip_store.enabled(self._meta(conn))
         strip_vectors = strip_store.embed_strips((c.text for c in to_embed), {}, self._embed) if with_strips else {}
         updated = 0
