@@ -16,16 +16,18 @@ import numpy as np
 
 from grader.bounded_cache import BoundedCache, content_key
 from grader.calibration import Calibrator, calibrator_from_dict
-from grader.echo import non_answer_reason
+from grader.echo import non_answer_reason, rule_decided
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.fusion import FusionHead, cosines
 from grader.policy import ThresholdPolicy
 from grader.shift import ShiftMonitor, ShiftStatus, monitoring_paused
 from models.bundle import Bundle
 from models.errors import ConfigError
+from models.progress import progress
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 
-__all__ = ["DEFAULT_CACHE_PAIRS", "CrossEncoderGrader", "DataShiftWarning", "ScoredPairs", "validate_query"]
+__all__ = ["DEFAULT_CACHE_PAIRS", "CrossEncoderGrader", "DataShiftWarning", "GradedScores", "ScoredPairs",
+           "validate_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,24 @@ class ScoredPairs:
         self.batch_seconds = batch_seconds
         self.windows = windows if windows is not None else np.ones(len(logits), dtype=np.int64)
         self.fusion_inputs = fusion_inputs  # (cross-encoder logits, cosines) of a fused bundle: `crag adapt` refits
+
+
+class GradedScores:
+    """What ``grade`` gives many pairs, as arrays in input order: ``probabilities`` (0 for the pairs a rule
+    decides), ``ruled`` (which pairs a rule decided: query echoes, wordless or empty chunks) and ``scored``,
+    the model's scores of the other pairs, in their order (for logits, truncation and timings)."""
+
+    def __init__(self, probabilities: np.ndarray, ruled: np.ndarray, scored: ScoredPairs):
+        self.probabilities = probabilities
+        self.ruled = ruled
+        self.scored = scored
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """Truncation flag per input pair (a rule-decided pair is never read, so never truncated)."""
+        flags = np.zeros(len(self.ruled), dtype=bool)
+        flags[~self.ruled] = self.scored.truncated
+        return flags
 
 
 class CrossEncoderGrader:
@@ -184,6 +204,28 @@ class CrossEncoderGrader:
             logits = self.fusion.combine(ce, cosine)
         return [(float(logits[i]), bool(windows.unread[i]), int(windows.read[i]), float(ce[i]), float(cosine[i]))
                 for i in range(len(pairs))]
+
+    def scores_as_graded(self, pairs: Sequence[tuple[str, str]], *, batch_size: int | None = None,
+                         block: int = 0) -> GradedScores:
+        """The probability ``grade`` gives each pair, without Grade objects: evaluation, batch grading and the
+        cascade's evaluation must treat rule-decided pairs exactly as ``grade`` does (irrelevant at 0, the
+        model never consulted). ``block`` > 0 scores in blocks of that many pairs with a progress bar."""
+        ruled = rule_decided(pairs)
+        live = [pair for pair, r in zip(pairs, ruled, strict=True) if not r]
+        step = block if block > 0 else max(1, len(live))
+        starts = range(0, len(live), step)
+        if block > 0:
+            starts = progress(starts, desc="scoring", total=-(-len(live) // step), unit="block")
+        parts = [self.score_pairs(live[i:i + step], batch_size=batch_size) for i in starts]
+        if not parts:
+            parts = [self.score_pairs([], batch_size=batch_size)]
+        scored = parts[0] if len(parts) == 1 else ScoredPairs(
+            np.concatenate([p.logits for p in parts]), np.concatenate([p.truncated for p in parts]),
+            sum(p.seconds for p in parts), [s for p in parts for s in p.batch_seconds],
+            np.concatenate([p.windows for p in parts]))
+        probs = np.zeros(len(pairs))
+        probs[~ruled] = self.probabilities(scored.logits)
+        return GradedScores(probs, ruled, scored)
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""

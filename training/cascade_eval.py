@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
-from grader.echo import rule_decided
 from grader.llm import LLMFailure, LLMGrader, LLMJudgement
 from models.deps import require
 from models.errors import ConfigError
@@ -54,11 +53,8 @@ def evaluate_cascade(
         raise ConfigError(f"escalation levels must lie in [0, 1], got {list(levels)}")
     start = time.perf_counter()
     texts = [(p.query, p.text) for p in pairs]
-    ruled = rule_decided(texts)  # decided irrelevant by rule, as grade does: probability 0, never escalated
-    probs = np.zeros(len(pairs))
-    if not ruled.all():
-        probs[~ruled] = primary.probabilities(
-            primary.score_pairs([t for t, r in zip(texts, ruled, strict=True) if not r]).logits)
+    graded = primary.scores_as_graded(texts)  # rule-decided pairs as grade gives them: P 0, never escalated
+    probs, ruled = graded.probabilities, graded.ruled
     model_seconds = time.perf_counter() - start
     y = binary_labels(pairs)
     model_pred = (probs >= primary.policy.decision).astype(int)

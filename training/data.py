@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.echo import rule_decided
 from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
@@ -218,8 +219,6 @@ def model_decided(data: PairSet) -> tuple[PairSet, np.ndarray]:
     (:mod:`grader.echo`); a calibration map, thresholds, a shift reference or metrics fitted on their scores
     would describe scores the grader never uses. A rule-decided pair labelled relevant is a rule error: it is
     counted in the warning, because no threshold can recover it."""
-    from grader.echo import rule_decided
-
     ruled = rule_decided([(p.query, p.text) for p in data.pairs])
     if not ruled.any():
         return data, ~ruled

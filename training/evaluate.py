@@ -9,13 +9,11 @@ from typing import Any
 import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
-from grader.echo import rule_decided
 from grader.factory import load_grader
 from grader.shift import compare_to_reference
 from grader.thresholds import tradeoff_curve
 from models.deps import require
 from models.errors import ConfigError
-from models.progress import progress
 from training.data import PairSet
 from training.metrics import binary_labels, compute_metrics, reliability_bins
 
@@ -35,19 +33,14 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
         raise ConfigError("nothing to evaluate: the data has no labelled pairs")
     batch_size = batch_size or grader.batch_size
     all_pairs = [(p.query, p.text) for p in data.pairs]
-    ruled = rule_decided(all_pairs)
-    pairs = [pair for pair, r in zip(all_pairs, ruled, strict=True) if not r]
     block = max(batch_size, EVAL_BLOCK // batch_size * batch_size)  # whole batches, so timings are unchanged
-    blocks = [grader.score_pairs(pairs[i:i + block], batch_size=batch_size)
-              for i in progress(range(0, len(pairs), block), desc="scoring", total=-(-len(pairs) // block),
-                                unit="block")]
-    logits = np.concatenate([b.logits for b in blocks]) if blocks else np.zeros(0)
-    probs = np.zeros(len(all_pairs))
-    probs[~ruled] = grader.probabilities(logits)
-    report = compute_metrics(data.pairs, probs, grader.policy, [s for b in blocks for s in b.batch_seconds])
+    graded = grader.scores_as_graded(all_pairs, batch_size=batch_size, block=block)
+    probs, ruled, logits = graded.probabilities, graded.ruled, graded.scored.logits
+    pairs = [pair for pair, r in zip(all_pairs, ruled, strict=True) if not r]
+    report = compute_metrics(data.pairs, probs, grader.policy, graded.scored.batch_seconds)
     y = binary_labels(data.pairs)
     report["rule_decided"] = int(ruled.sum())
-    report["truncated_share"] = float(sum(int(b.truncated.sum()) for b in blocks) / len(all_pairs))
+    report["truncated_share"] = float(graded.truncated.sum() / len(all_pairs))
     reference = grader.bundle.manifest.reference
     lengths = [len(text) for _, text in pairs]
     report["shift"] = (compare_to_reference(reference, logits, lengths).to_dict() if reference and pairs

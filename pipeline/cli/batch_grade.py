@@ -15,10 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
 from grader.cross_encoder import CrossEncoderGrader
-from grader.echo import rule_decided
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
 from models.output import print_json
@@ -48,11 +45,8 @@ def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
     """The output line of each graded pair and whether it is uncertain (the local and the Ray path write
     exactly these lines). Pairs that ``grade`` decides by rule (query echoes, wordless chunks) get its verdict,
     irrelevant at probability 0, without the model."""
-    ruled = rule_decided(pairs)
-    probs, truncated_flags = np.zeros(len(pairs)), np.zeros(len(pairs), dtype=bool)
-    if not ruled.all():
-        scored = grader.score_pairs([pair for pair, r in zip(pairs, ruled, strict=True) if not r])
-        probs[~ruled], truncated_flags[~ruled] = grader.probabilities(scored.logits), scored.truncated
+    graded = grader.scores_as_graded(pairs)
+    probs, truncated_flags = graded.probabilities, graded.truncated
     out = []
     for fields, p, truncated in zip(kept, probs, truncated_flags, strict=True):
         verdict, band = grader.policy.verdict(float(p))

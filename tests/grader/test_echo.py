@@ -58,3 +58,17 @@ def test_rule_decided_marks_the_pairs_grade_decides_without_the_model():
              ("What is the capital of France?", "   ")]
     assert rule_decided(pairs).tolist() == [True, True, False, True]
     assert rule_decided([]).shape == (0,)
+
+
+def test_scores_as_graded_gives_every_pair_what_grade_gives_it():
+    """Evaluation, grade-file and the cascade's evaluation read these numbers: they must be grade's."""
+    grader = load_grader("default")
+    query = "What is the capital of France?"
+    texts = ["Paris is the capital of France.", "capital of France?", "   ", "Bananas are yellow.", "- - z"]
+    graded = grader.scores_as_graded([(query, t) for t in texts], block=2)
+    grades = grader.grade(query, texts)
+    assert graded.ruled.tolist() == [g.decided_by == "heuristic" for g in grades] == [False, True, True, False, True]
+    assert graded.probabilities.tolist() == pytest.approx([g.probability for g in grades], abs=1e-12)
+    assert len(graded.scored.logits) == 2 and graded.truncated.tolist() == [False] * 5
+    assert len(grader.scores_as_graded([(query, "   ")]).scored.logits) == 0  # all ruled: the model never runs
+    assert grader.scores_as_graded([]).probabilities.shape == (0,)
