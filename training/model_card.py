@@ -7,6 +7,7 @@ from typing import Any
 
 from grader.fusion import FusionHead
 from models.bundle import read_bundle
+from training.recalibrate import calibrate_command
 
 __all__ = ["rewrite_reference_section", "write_model_card"]
 
@@ -134,10 +135,12 @@ def _recalibration_lines(m: Any) -> list[str]:
     if not data:
         return []
     ruled = m.metrics.get("recalibration", {}).get("rule_decided_left_out")
+    settings = m.training.get("recalibrated_with")
     return [f"- Recalibrated after training (`crag calibrate`) on {data.get('pairs')} labelled pairs of"
             f" {data.get('queries')} queries (`{data.get('path')}`)"
             + (f"; {ruled} of them decided by rule (query echoes, no words) were left out of the fit" if ruled
-               else "") + "."]
+               else "") + "."
+            + (f" Reproduce: `{calibrate_command(settings)}`." if settings else "")]
 
 
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:

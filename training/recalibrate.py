@@ -42,6 +42,7 @@ from training.metrics import binary_labels, compute_metrics
 __all__ = [
     "LLMLabels",
     "Recalibration",
+    "calibrate_command",
     "check_new_bundle_dir",
     "cross_encoder_grader",
     "measure_llm_accuracy",
@@ -258,16 +259,39 @@ def check_new_bundle_dir(source: str | Path, out: str | Path) -> Path:
     return out
 
 
+def calibrate_command(settings: dict[str, Any]) -> str:
+    """The `crag calibrate` command line that ``settings`` (as recorded by :func:`write_recalibrated`) describe."""
+    parts = ["crag calibrate", f"--model {settings['model']}", f"--data {settings['data']}"]
+    for key, flag in (("label_map", "--label-map"), ("group_by", "--group-by"),
+                      ("target_error", "--target-error"), ("target_escalation", "--target-escalation"),
+                      ("delta", "--delta"), ("calibration", "--calibration"), ("calibration_map", "--calibration-map"),
+                      ("llm_labels", "--llm-labels"), ("llm_accuracy", "--llm-accuracy")):
+        if settings.get(key) is not None:
+            value = settings[key]
+            parts.append(f"{flag} '{value}'" if key == "label_map" else f"{flag} {value}")
+    if settings.get("delta") is None and settings.get("target_escalation") is None:
+        parts.append("--no-guarantee")
+    if settings.get("seed"):
+        parts.append(f"--seed {settings['seed']}")
+    return " ".join([*parts, "--out <new bundle>"])
+
+
 def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet, *,
-                       fusion: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None) -> Path:
+                       fusion: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None,
+                       settings: dict[str, Any] | None = None) -> Path:
     """A new verified bundle: the source's files with the new calibration, thresholds and reference (and, from
-    `crag adapt`, a refitted fusion head with the evidence for it)."""
+    `crag adapt`, a refitted fusion head with the evidence for it). ``settings`` (the command's options) are
+    recorded so the model card can say how to reproduce the recalibration."""
 
     def change(manifest: dict[str, Any]) -> None:
         manifest["calibration"] = result.calibrator.to_dict()
         manifest["thresholds"] = {**result.choice.to_dict(), "small_sample_note": result.note}
         manifest["metrics"] = {**manifest["metrics"], "recalibration": result.metrics}
-        manifest["training"] = {**manifest["training"], "recalibrated_on": data.summary()}
+        recorded = {"recalibrated_on": data.summary()}
+        if settings is not None:
+            recorded["recalibrated_with"] = settings
+        manifest["training"] = {**{k: v for k, v in manifest["training"].items() if k != "recalibrated_with"},
+                                **recorded}
         manifest["reference"] = result.reference
         if fusion is not None:
             manifest["fusion"] = fusion

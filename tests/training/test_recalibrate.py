@@ -153,3 +153,24 @@ def test_an_infeasible_target_is_explained_by_what_actually_failed():
     assert "each of the 2 groups" in grouped and "faq 1, web 2" in grouped and "would be needed" not in grouped
     assert "did not confirm" in str(_infeasible(0.05, 0.1, 4154, 295))
     assert "Nothing was written" in grouped
+
+
+def test_the_model_card_says_how_to_reproduce_a_recalibration(capsys, tmp_path, human):
+    """The recorded command, run again, writes the same calibration and thresholds."""
+    import shlex
+
+    from models.bundle import read_bundle
+    from pipeline.cli.main import main
+
+    first = tmp_path / "first"
+    assert main(["calibrate", "--data", str(human.path), "--target-error", "0.1", "--no-guarantee",
+                 "--seed", "3", "--out", str(first)]) == 0
+    capsys.readouterr()
+    card = (first / "MODEL_CARD.md").read_text(encoding="utf-8")
+    command = card.split("Reproduce: `crag calibrate", 1)[1].split("`", 1)[0]
+    assert "--no-guarantee" in command and "--seed 3" in command and "--target-error 0.1" in command
+    args = shlex.split(command.replace("<new bundle>", str(tmp_path / "again")))
+    assert main(["calibrate", *args]) == 0
+    a, b = read_bundle(first).manifest, read_bundle(tmp_path / "again").manifest
+    assert (a.calibration, a.thresholds) == (b.calibration, b.thresholds)
+    assert a.training["recalibrated_with"]["delta"] is None

@@ -134,7 +134,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
                          groups=groups, seed=args.seed, llm_labels=llm_labels, calibration_map=args.calibration_map)
-    out = write_recalibrated(args.model, args.out, result, data)
+    settings = {"model": str(args.model), "data": str(args.data), "label_map": args.label_map,
+                "group_by": args.group_by, "target_error": target_error, "target_escalation": target_escalation,
+                "delta": delta, "calibration": args.calibration, "calibration_map": args.calibration_map,
+                "llm_labels": args.llm_labels, "llm_accuracy": args.llm_accuracy, "seed": args.seed}
+    out = write_recalibrated(args.model, args.out, result, data, settings=settings)
     print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
                 "held_out_metrics": {k: result.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate",
                                                                           "auroc")},
