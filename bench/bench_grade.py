@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> dict:
     from models.bundle import read_bundle
     from models.registry import resolve_bundle
     from training.base_models import resolve_base
-    from training.export import _onnx_export, _quantize
+    from training.export import _onnx_export, quantize_weights
 
     torch.set_num_threads(args.threads)
     default = load_grader("default", threads=args.threads, cache_pairs=0)
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> dict:
                       local_files_only=True)
     tmp = Path(tempfile.mkdtemp())
     _onnx_export(ce.model, tmp / "m.onnx")
-    _quantize(tmp / "m.onnx", tmp / "m.int8.onnx")
+    quantize_weights(tmp / "m.onnx", tmp / "m.int8.onnx")
     bundle = read_bundle(resolve_bundle("default"))
 
     def same_weights(sessions) -> OnnxGrader:

@@ -14,7 +14,8 @@ signal; WiSE-FT is the standard remedy for that loss out of domain: interpolate 
 
   python bench/bench_wise_ft.py --work runs/v3 --alpha 0 0.25 0.5 0.75 1 --json bench/results_wise_ft.json
 
-``--save-alpha A --save-to DIR`` also writes the interpolated model as a torch bundle (for ``crag export``).
+``--alpha A --save-to DIR`` only writes that interpolated model as a torch bundle (then ``crag export`` and
+``crag fuse`` make a shippable bundle of it, as the README says).
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def finetuned_state(base_state: dict, onnx_path: Path) -> tuple[dict, dict[str, 
     return state, matched
 
 
-def write_torch_bundle(model, template: Path, out: Path) -> Path:
-    """``model`` as a torch bundle in ``out``, its manifest copied from the torch bundle ``template``."""
+def write_torch_bundle(model, source, out: Path, *, alpha: float, probe: Path) -> Path:
+    """``model`` as a torch bundle in ``out`` (for ``crag export``): the manifest is the fused ``source``
+    bundle's, without its fusion, calibration evidence or ONNX files, plus how the weights were made."""
     from grader.torch_model import save_cross_encoder
     from models.bundle import write_manifest
 
@@ -98,11 +100,18 @@ def write_torch_bundle(model, template: Path, out: Path) -> Path:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     names = save_cross_encoder(model, out)
-    for extra in ("tokenizer.json", "probe.jsonl"):
-        shutil.copy(template / extra, out / extra)
-    manifest = json.loads((template / "manifest.json").read_text(encoding="utf-8"))
-    manifest.pop("files", None)
-    manifest["metrics"] = {}
+    shutil.copy(source.file("tokenizer.json"), out / "tokenizer.json")
+    shutil.copy(probe, out / "probe.jsonl")
+    manifest = source.manifest.model_dump(exclude={"files", "model_files", "parity", "input_names", "versions"})
+    manifest.update(backend="torch", model_files={"torch": "model.safetensors"}, fusion={}, metrics={})
+    training = {k: v for k, v in manifest["training"].items()
+                if k not in ("fused_on", "recalibrated_on", "recalibrated_with")}
+    training["weight_ensemble"] = {
+        "method": "WiSE-FT: (1 - alpha) * base + alpha * fine-tuned weights", "alpha": alpha,
+        "base": "default-base (all-MiniLM-L6-v2 with the untrained segment-pooling head)",
+        "fine_tuned": f"the cross-encoder of {source.path.name} (its int8 weights, dequantised)",
+        "command": f"python bench/bench_wise_ft.py --alpha {alpha:g} --save-to <dir>"}
+    manifest["training"] = training
     write_manifest(out, manifest, [*names, "tokenizer.json", "probe.jsonl"])
     return out
 
@@ -111,31 +120,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("runs/v3"))
     parser.add_argument("--model", default="default", help="the fused int8 bundle whose cross-encoder is rebuilt")
-    parser.add_argument("--template", type=Path, default=None,
-                        help="any torch bundle of the same architecture (manifest template); default: "
-                             "<work>/trained-cos")
+    parser.add_argument("--probe", type=Path, default=None,
+                        help="parity-probe pairs for a later `crag export` (default: 1,000 of <work>/fuse.jsonl)")
     parser.add_argument("--alpha", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="pairs per domain (0 = all)")
-    parser.add_argument("--save-alpha", type=float, default=None)
-    parser.add_argument("--save-to", type=Path, default=None)
+    parser.add_argument("--save-to", type=Path, default=None,
+                        help="only write the model of the (single) --alpha as a torch bundle here; no scoring")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     import torch
 
+    from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
     from grader.factory import load_grader
     from grader.fusion import cosines
-    from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
     from grader.torch_model import build_cross_encoder
     from training.base_models import resolve_base
-    from training.data import model_decided
+    from training.data import load_pairs, model_decided, write_pairs
     from training.fusion import choose_fusion
     from training.metrics import auroc, binary_labels
     from training.recipe import domain_sets
 
     torch.set_num_threads(args.threads)
-    template = args.template or args.work / "trained-cos"
     shipped = load_grader(args.model)
     base = build_cross_encoder(resolve_base("default-base"))
     base_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
@@ -143,6 +150,24 @@ def main() -> None:
     lowest = min(v for k, v in matched.items() if k != "cross.weight")
     print(f"rebuilt {len(matched)} matrices; lowest correlation with the base weights {lowest}",
           flush=True)
+
+    def interpolated(alpha: float) -> dict:
+        return {k: (1.0 - alpha) * base_state[k] + alpha * tuned_state[k] if base_state[k].is_floating_point()
+                else tuned_state[k] for k in base_state}
+
+    scratch = Path("/tmp/crag-wise-ft")
+    scratch.mkdir(parents=True, exist_ok=True)
+    probe = args.probe
+    if probe is None:
+        fusion_pairs = load_pairs(args.work / "fuse.jsonl").pairs
+        probe = scratch / "probe.jsonl"
+        write_pairs(fusion_pairs[:: max(1, len(fusion_pairs) // 1000)], probe)
+    if args.save_to:
+        if len(args.alpha) != 1:
+            raise SystemExit("--save-to writes one model: give exactly one --alpha")
+        base.load_state_dict(interpolated(args.alpha[0]))
+        print(write_torch_bundle(base, shipped.bundle, args.save_to, alpha=args.alpha[0], probe=probe))
+        return
 
     def pairs_of(path: Path):
         out = []
@@ -168,12 +193,9 @@ def main() -> None:
 
     results = {"model": str(args.model), "work": str(args.work), "matched_min_corr": lowest,
                "fusion_pairs": len(fuse), "heldout_pairs": len(held), "alphas": {}}
-    scratch = Path("/tmp/crag-wise-ft")
     for alpha in args.alpha:
-        state = {k: (1.0 - alpha) * base_state[k] + alpha * tuned_state[k] if base_state[k].is_floating_point()
-                 else tuned_state[k] for k in base_state}
-        base.load_state_dict(state)
-        bundle = write_torch_bundle(base, template, scratch / f"a{alpha:g}")
+        base.load_state_dict(interpolated(alpha))
+        bundle = write_torch_bundle(base, shipped.bundle, scratch / f"a{alpha:g}", alpha=alpha, probe=probe)
         grader = load_grader(bundle, backend="torch", threads=args.threads)
         start = time.perf_counter()
         ce_f = grader.score_pairs(texts_f).logits
@@ -196,8 +218,6 @@ def main() -> None:
         print("    CE alone: " + "  ".join(f"{d} {r['auroc_cross_encoder']:.3f}" for d, r in per_domain.items())
               + "   LODO: " + "  ".join(f"{d} {r['auroc_fused'] - r['auroc_biencoder']:+.3f}"
                                       for d, r in choice.leave_one_out.items()), flush=True)
-        if args.save_alpha is not None and abs(alpha - args.save_alpha) < 1e-9 and args.save_to:
-            shutil.copytree(bundle, args.save_to, dirs_exist_ok=False)
         if args.json:
             args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 

