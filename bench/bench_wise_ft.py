@@ -110,7 +110,8 @@ def write_torch_bundle(model, source, out: Path, *, alpha: float, probe: Path) -
         "method": "WiSE-FT: (1 - alpha) * base + alpha * fine-tuned weights", "alpha": alpha,
         "base": "default-base (all-MiniLM-L6-v2 with the untrained segment-pooling head)",
         "fine_tuned": f"the cross-encoder of {source.path.name} (its int8 weights, dequantised)",
-        "command": f"python bench/bench_wise_ft.py --alpha {alpha:g} --save-to <dir>"}
+        "command": f"python bench/bench_wise_ft.py --model <{source.path.name} bundle it was made from> "
+                   f"--alpha {alpha:g} --save-to <dir>"}
     manifest["training"] = training
     write_manifest(out, manifest, [*names, "tokenizer.json", "probe.jsonl"])
     return out

@@ -151,7 +151,10 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     manifest["calibration"] = recal.calibrator.to_dict()
     manifest["thresholds"] = {**recal.choice.to_dict(), "small_sample_note": recal.note}
     manifest["metrics"] = {**manifest["metrics"], "fusion": choice.to_dict(), "recalibration": recal.metrics}
-    manifest["training"] = {**manifest["training"], "fused_on": data.summary()}
+    # fusion recalibrates from scratch: an earlier `crag calibrate` of the cross-encoder no longer describes it
+    earlier = ("recalibrated_on", "recalibrated_with")
+    manifest["training"] = {**{k: v for k, v in manifest["training"].items() if k not in earlier},
+                            "fused_on": data.summary()}
     manifest["reference"] = recal.reference
     write_manifest(staging, manifest, files)
     variants = src.manifest.model_files

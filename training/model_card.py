@@ -143,6 +143,17 @@ def _recalibration_lines(m: Any) -> list[str]:
             + (f" Reproduce: `{calibrate_command(settings)}`." if settings else "")]
 
 
+def _weight_ensemble_lines(m: Any) -> list[str]:
+    """Say so when the weights are an interpolation of the fine-tuned and the base model (WiSE-FT)."""
+    ensemble = m.training.get("weight_ensemble")
+    if not ensemble:
+        return []
+    alpha = float(ensemble.get("alpha", 1.0))
+    return [f"- Weights: {alpha:.0%} the fine-tuned cross-encoder, {1 - alpha:.0%} its untrained base"
+            f" (weight-space ensembling, WiSE-FT; {ensemble.get('fine_tuned')}), to keep what the base model knows"
+            f" on domains not trained on. Made with `{ensemble.get('command')}`, then `crag export` and `crag fuse`."]
+
+
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:
     """Write MODEL_CARD.md into the bundle directory (it is not part of the hashed files)."""
     bundle = read_bundle(bundle_dir)
@@ -176,6 +187,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f" on validation they escalate {t.get('escalation_rate', 0):.1%} with auto-decided error"
         f" {t.get('auto_error_rate', 0):.2%}."
         + (f" **Warning:** {t['small_sample_note']}." if t.get("small_sample_note") else ""),
+        *_weight_ensemble_lines(m),
         *_recalibration_lines(m),
         f"- Training: {training.get('steps')} steps in {training.get('seconds')} s on this project's 2-core CPU,"
         f" seed {training.get('config', {}).get('seed')};"

@@ -15,8 +15,9 @@ def test_card_of_the_default_marks_untrained_domains(tmp_path):
     assert "| test:consumer_health (not in training) | 0.8000 | 0.7500 | +0.0500 |" in card
     assert "| test:web | 0.7000 | 0.7200 | -0.0200 |" in card
     assert "| web_novel (not in training) | 324 |" in card  # thresholds per domain of the calibration data
-    assert "Recalibrated after training (`crag calibrate`) on 4260 labelled pairs" in card
-    assert "106 of them decided by rule" in card  # echoes left out of the fit
+    assert "- Weights: 75% the fine-tuned cross-encoder, 25% its untrained base" in card  # WiSE-FT
+    assert "bench/bench_wise_ft.py --model" in card and "then `crag export` and `crag fuse`" in card
+    assert "Recalibrated after training" not in card  # fusion recalibrated from scratch: no stale line
     assert "Reproduce: `crag recipe" in card
 
 
