@@ -62,8 +62,8 @@ def quantize_weights(src: Path, dst: Path) -> None:
 
     Signed weights (u8 x s8, onnxruntime's usual choice) run through AVX2's ``vpmaddubsw``, whose int16 sums
     saturate on CPUs without AVX512-VNNI: measured on such a CPU, a grader's int8 logits correlated 0.971 with
-    its fp32 ones (mean |difference| 1.18 logits) with s8 weights, 0.997 (0.135) with u8 weights, at the same
-    speed (`bench/bench_quantization.py`). u8 x u8 takes an exact path on every x86 CPU."""
+    its fp32 ones (mean |difference| 1.18 logits) with s8 weights, 0.997 (0.135) with u8 weights, at 14% more
+    time per pair (`bench/bench_quantization.py`). u8 x u8 takes an exact path on every x86 CPU."""
     quantization = require("onnxruntime.quantization", "onnx")
     quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QUInt8, per_channel=True)
 
