@@ -2,7 +2,8 @@
 
 Each repeat grades the same request (one query, N chunks of about 256 tokens) with both bundles, in
 alternating order, so that the noise of a shared machine hits both alike; reports p50 / p95 per bundle
-and the ratio of the p50s.
+and the ratio of the p50s. Every grade is computed: no grade cache, and texts unique to each repeat and bundle
+(the bundles share their embedder file, so a shared text would reach the second from the vector cache).
 
 Run: python bench/bench_default_vs_bundle.py --other /tmp/old/models/bundles/default [--chunks 20] [--repeats 20]
 """
@@ -34,17 +35,21 @@ def main() -> None:
     args = parser.parse_args()
     from grader import load_grader
 
-    graders = {"default": load_grader("default", threads=args.threads),
-               "other": load_grader(args.other, threads=args.threads)}
-    chunks = [f"{i}. {CHUNK}" for i in range(args.chunks)]
-    for grader in graders.values():
-        grader.grade(QUERY, chunks[:2])  # warm-up
+    graders = {"default": load_grader("default", threads=args.threads, cache_pairs=0),
+               "other": load_grader(args.other, threads=args.threads, cache_pairs=0)}
+
+    def chunks(tag: str) -> list[str]:
+        return [f"{tag}.{i}. {CHUNK}" for i in range(args.chunks)]
+
+    for name, grader in graders.items():
+        grader.grade(QUERY, chunks(f"warm-{name}")[:2])
     times: dict[str, list[float]] = {name: [] for name in graders}
     for r in range(args.repeats):
         order = list(graders) if r % 2 == 0 else list(reversed(graders))
         for name in order:
+            texts = chunks(f"{name}-{r}")
             t0 = time.perf_counter()
-            graders[name].grade(QUERY, chunks)
+            graders[name].grade(QUERY, texts)
             times[name].append(1000 * (time.perf_counter() - t0))
     out = {name: {"p50_ms": round(statistics.median(v), 1),
                   "p95_ms": round(sorted(v)[max(0, round(0.95 * len(v)) - 1)], 1)} for name, v in times.items()}
