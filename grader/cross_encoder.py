@@ -222,7 +222,9 @@ class CrossEncoderGrader:
         scored = parts[0] if len(parts) == 1 else ScoredPairs(
             np.concatenate([p.logits for p in parts]), np.concatenate([p.truncated for p in parts]),
             sum(p.seconds for p in parts), [s for p in parts for s in p.batch_seconds],
-            np.concatenate([p.windows for p in parts]))
+            np.concatenate([p.windows for p in parts]),
+            fusion_inputs=None if self.fusion is None else tuple(  # type: ignore[arg-type]
+                np.concatenate([p.fusion_inputs[k] for p in parts]) for k in (0, 1)))
         probs = np.zeros(len(pairs))
         probs[~ruled] = self.probabilities(scored.logits)
         return GradedScores(probs, ruled, scored)

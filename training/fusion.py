@@ -28,7 +28,7 @@ from models.errors import ConfigError, ParityError
 from training.data import LabelledPair, PairSet
 from training.export import FLIP_SIGNIFICANCE, flip_p_value, parity_report
 from training.metrics import auroc
-from training.recalibrate import Recalibration, check_new_bundle_dir
+from training.recalibrate import Recalibration, check_new_bundle_dir, without_recalibration_record
 
 __all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "head_for_share",
            "write_fused_bundle"]
@@ -151,10 +151,7 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     manifest["calibration"] = recal.calibrator.to_dict()
     manifest["thresholds"] = {**recal.choice.to_dict(), "small_sample_note": recal.note}
     manifest["metrics"] = {**manifest["metrics"], "fusion": choice.to_dict(), "recalibration": recal.metrics}
-    # fusion recalibrates from scratch: an earlier `crag calibrate` of the cross-encoder no longer describes it
-    earlier = ("recalibrated_on", "recalibrated_with")
-    manifest["training"] = {**{k: v for k, v in manifest["training"].items() if k not in earlier},
-                            "fused_on": data.summary()}
+    manifest["training"] = {**without_recalibration_record(manifest["training"]), "fused_on": data.summary()}
     manifest["reference"] = recal.reference
     write_manifest(staging, manifest, files)
     variants = src.manifest.model_files

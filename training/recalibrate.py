@@ -50,6 +50,7 @@ __all__ = [
     "recalibrate",
     "small_sample_note",
     "suggest_pairs",
+    "without_recalibration_record",
     "write_recalibrated",
 ]
 
@@ -276,6 +277,15 @@ def calibrate_command(settings: dict[str, Any]) -> str:
     return " ".join([*parts, "--out <new bundle>"])
 
 
+RECALIBRATION_RECORD = ("recalibrated_on", "recalibrated_with")
+
+
+def without_recalibration_record(training: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's ``training`` section without what an earlier `crag calibrate` recorded: a new calibration
+    (another calibrate, or a fusion, which calibrates from scratch) replaces it."""
+    return {k: v for k, v in training.items() if k not in RECALIBRATION_RECORD}
+
+
 def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet, *,
                        fusion: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None,
                        settings: dict[str, Any] | None = None) -> Path:
@@ -290,8 +300,7 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
         recorded = {"recalibrated_on": data.summary()}
         if settings is not None:
             recorded["recalibrated_with"] = settings
-        manifest["training"] = {**{k: v for k, v in manifest["training"].items() if k != "recalibrated_with"},
-                                **recorded}
+        manifest["training"] = {**without_recalibration_record(manifest["training"]), **recorded}
         manifest["reference"] = result.reference
         if fusion is not None:
             manifest["fusion"] = fusion

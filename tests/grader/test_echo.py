@@ -70,5 +70,7 @@ def test_scores_as_graded_gives_every_pair_what_grade_gives_it():
     assert graded.ruled.tolist() == [g.decided_by == "heuristic" for g in grades] == [False, True, True, False, True]
     assert graded.probabilities.tolist() == pytest.approx([g.probability for g in grades], abs=1e-12)
     assert len(graded.scored.logits) == 2 and graded.truncated.tolist() == [False] * 5
+    ce, cosine = graded.scored.fusion_inputs  # blocks merged without losing the fused bundle's inputs
+    assert len(ce) == len(cosine) == 2
     assert len(grader.scores_as_graded([(query, "   ")]).scored.logits) == 0  # all ruled: the model never runs
     assert grader.scores_as_graded([]).probabilities.shape == (0,)
