@@ -154,6 +154,16 @@ def _weight_ensemble_lines(m: Any) -> list[str]:
             f" on domains not trained on. Made with `{ensemble.get('command')}`, then `crag export` and `crag fuse`."]
 
 
+def _weight_ensemble_reproduce(m: Any) -> list[str]:
+    """For weights interpolated after the recipe: the steps after it, which the recipe does not take."""
+    if not m.training.get("weight_ensemble"):
+        return []
+    return ["These weights are not the recipe's own: from its bundle, the weight ensemble, `crag calibrate` of the",
+            "interpolated cross-encoder (a calibration of its own logits for the export's parity check), `crag export",
+            "--int8`, `crag fuse` and `python bench/remeasure_heldout.py --model <bundle> --work runs/v3 --card` make",
+            "this bundle and its tables (the README's *The shipped default grader* gives each command)."]
+
+
 def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]]) -> Path:
     """Write MODEL_CARD.md into the bundle directory (it is not part of the hashed files)."""
     bundle = read_bundle(bundle_dir)
@@ -206,8 +216,9 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f"- Training pairs: {training.get('train_data', {}).get('pairs')}, validation pairs:"
         f" {training.get('val_data', {}).get('pairs')}.",
         "",
-        "## Metrics (measured by `crag recipe`, held-out data)",
-        *_metrics_table({"validation of the cross-encoder (before fusion)": validation,
+        "## Metrics (held-out data; measured by `crag recipe`, or for a bundle changed after it by",
+        "`python bench/remeasure_heldout.py --model <bundle> --work runs/v3 --card`)",
+        *_metrics_table({**({"validation of the cross-encoder (before fusion)": validation} if validation else {}),
                          **{_label(k, trained): v for k, v in reports.items()}}
                         if m.fusion else {"validation (thresholds chosen here)": validation, **reports}),
         *_baseline_rows(reports, trained),
@@ -227,6 +238,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "",
         "Reproduce: `crag recipe --data ../shared/data --work runs/v3 --out models/bundles/default` (trains, exports,",
         "fuses with `crag fuse`, calibrates and measures every table above; stages already in `--work` are reused).",
+        *_weight_ensemble_reproduce(m),
         "",
     ]
     path = bundle.path / "MODEL_CARD.md"

@@ -19,6 +19,8 @@ def test_card_of_the_default_marks_untrained_domains(tmp_path):
     assert "bench/bench_wise_ft.py --model" in card and "then `crag export` and `crag fuse`" in card
     assert "Recalibrated after training" not in card  # fusion recalibrated from scratch: no stale line
     assert "Reproduce: `crag recipe" in card
+    assert "These weights are not the recipe's own" in card and "bench/remeasure_heldout.py --model" in card
+    assert "validation of the cross-encoder (before fusion) | n/a" not in card  # no row of empty cells
 
 
 def test_the_reference_section_is_rendered_again_in_place_or_added_to_an_older_card(tmp_path):
