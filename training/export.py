@@ -61,9 +61,10 @@ def quantize_weights(src: Path, dst: Path) -> None:
     """Dynamic int8 with per-channel **unsigned** 8-bit weights (u8 activations x u8 weights).
 
     Signed weights (u8 x s8, onnxruntime's usual choice) run through AVX2's ``vpmaddubsw``, whose int16 sums
-    saturate on CPUs without AVX512-VNNI: measured on such a CPU, a grader's int8 logits correlated 0.971 with
-    its fp32 ones (mean |difference| 1.18 logits) with s8 weights, 0.997 (0.135) with u8 weights, at 14% more
-    time per pair (`bench/bench_quantization.py`). u8 x u8 takes an exact path on every x86 CPU."""
+    saturate on CPUs without AVX512-VNNI: measured on such a CPU (`bench/bench_quantization.py`,
+    bench/results_quantization.json), a grader's int8 logits correlated 0.973 with its fp32 ones (mean
+    |difference| 1.01 logits) with s8 weights, 0.996 (0.141) with u8 weights, at 14% more time per pair. u8 x u8
+    has no int16-saturating step; its speed on a VNNI CPU was not measured here."""
     quantization = require("onnxruntime.quantization", "onnx")
     quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QUInt8, per_channel=True)
 
