@@ -85,6 +85,7 @@ class CascadeGrader:
         self.primary = primary
         self.llm = escalate_to
         self.policy = policy or primary.policy
+        self.answer_floor: float | None = getattr(primary, "answer_floor", None)
         self.budget = budget or Budget()
         self.escalation_log = Path(escalation_log) if escalation_log else None
         self._log_lock = threading.Lock()

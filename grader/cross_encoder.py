@@ -19,7 +19,7 @@ from grader.calibration import Calibrator, calibrator_from_dict
 from grader.echo import non_answer_reason, rule_decided
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.fusion import FusionHead, cosines
-from grader.policy import ThresholdPolicy
+from grader.policy import ThresholdPolicy, answer_floor_of
 from grader.shift import ShiftMonitor, ShiftStatus, monitoring_paused
 from models.bundle import Bundle
 from models.errors import ConfigError
@@ -116,6 +116,7 @@ class CrossEncoderGrader:
         self.encoder = PairEncoder(bundle.file("tokenizer.json"), manifest.max_length)
         self.calibrator = calibrator or calibrator_from_dict(manifest.calibration)
         self.policy = policy or ThresholdPolicy.from_dict(manifest.thresholds)
+        self.answer_floor = answer_floor_of(manifest.answerability, manifest.name)
         self.shift_monitor = ShiftMonitor(manifest.reference) if manifest.reference else None
         self._shift_warned = False
         self.fusion = FusionHead.from_dict(manifest.fusion) if manifest.fusion else None

@@ -13,7 +13,7 @@ from typing import Any
 from models.errors import ConfigError
 from models.types import Decision, Grade, Verdict
 
-__all__ = ["ThresholdPolicy", "decide"]
+__all__ = ["ThresholdPolicy", "answer_floor_of", "decide"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +64,18 @@ class ThresholdPolicy:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"thresholds entry {data!r:.200} is malformed: {exc}") from exc
+
+
+def answer_floor_of(entry: dict[str, Any] | None, bundle: str = "the bundle") -> float | None:
+    """The answerability floor a manifest's ``answerability`` entry holds (None when it holds none): a
+    grader-only answer needs some chunk at or above it (``crag answerability`` fits it)."""
+    if not entry or entry.get("floor") is None:
+        return None
+    floor = entry["floor"]
+    if isinstance(floor, bool) or not isinstance(floor, float | int) or not 0.0 <= floor <= 1.0:
+        raise ConfigError(f"{bundle}: answerability floor must be a number in [0, 1], got {floor!r}; refit it with "
+                          "`crag answerability`")
+    return float(floor)
 
 
 def _verdict_of(grade: Grade, policy: ThresholdPolicy | None) -> tuple[Verdict, bool]:

@@ -73,6 +73,10 @@ class Manifest(BaseModel):
     fusion: dict[str, Any] = Field(
         default_factory=dict, description="weights mixing the frozen bi-encoder's cosine into the score (crag fuse)"
     )
+    answerability: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the best-chunk probability below which a grader-only answer abstains (crag answerability)",
+    )
 
 
 @dataclass(frozen=True)

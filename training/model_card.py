@@ -9,7 +9,7 @@ from grader.fusion import FusionHead
 from models.bundle import read_bundle
 from training.recalibrate import calibrate_command
 
-__all__ = ["rewrite_reference_section", "write_model_card"]
+__all__ = ["rewrite_card_section", "rewrite_reference_section", "write_model_card"]
 
 METRIC_KEYS = ("n", "auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate",
                "ece", "brier")
@@ -109,16 +109,49 @@ def _reference_lines(m: Any) -> list[str]:
             "data with `crag reference --model <bundle> --data <pairs.jsonl> --out <new bundle> [--group-by domain]`."]
 
 
-def rewrite_reference_section(bundle_dir: str | Path) -> Path | None:
-    """Re-render only the card's "Shift reference" section from the manifest (after `crag reference`, whose
-    copied card keeps every other section: they hold tables only `crag recipe` measures). None: no card."""
+def _answerability_lines(m: Any) -> list[str]:
+    """The grader-only answer floor (`crag answerability`) and what it does to each domain's answer rate."""
+    entry = m.answerability
+    if not entry or entry.get("floor") is None:
+        return []
+    fitted = entry.get("fitted_on") or {}
+    lines = ["", "## Answerability floor (grader-only answers)",
+             f"Without an LLM, the pipeline answers only when some retrieved chunk reaches P = {entry['floor']:.3f};",
+             "otherwise it abstains instead of quoting related text. Fitted by `crag answerability` on "
+             f"{fitted.get('queries')} questions",
+             f"(`{fitted.get('path')}`) as the {entry.get('objective')} (binding: {entry.get('binding_group')}).",
+             "Per domain: answerable questions and the share answered, unanswerable ones (no relevant chunk) and the",
+             "share abstained on, and the AUROC of the best chunk's probability for answerability:", "",
+             "| data | domain | answerable | answered | unanswerable | abstained | AUROC |",
+             "|---|---|---|---|---|---|---|"]
+    for part, groups in (("fit", entry.get("fit") or {}), ("test", (entry.get("test") or {}).get("groups") or {})):
+        for name, row in groups.items():
+            lines.append(f"| {part} | {name} | {row['answerable']} | {_fmt(row['answer_rate'])} | {row['unanswerable']}"
+                         f" | {_fmt(row['abstention_rate'])} | {_fmt(row['auroc'])} |")
+    settings = entry.get("fitted_with") or {}
+    command = " ".join(["crag answerability --model <bundle>", f"--data {settings.get('data')}",
+                        *([f"--test {settings['test']}"] if settings.get("test") else []),
+                        *([f"--group-by {settings['group_by']}"] if settings.get("group_by") else []),
+                        f"--min-answer-rate {settings.get('min_answer_rate')}", "--out <new bundle>"])
+    return [*lines, "", f"Reproduce: `{command}`. Turn it off or move it per run with `crag ask --answer-floor P`",
+            "(`RAGConfig(answer_floor=P)`; 0 = off)."]
+
+
+SECTIONS = {"## Shift reference": _reference_lines,
+            "## Answerability floor (grader-only answers)": _answerability_lines}
+
+
+def rewrite_card_section(bundle_dir: str | Path, title: str) -> Path | None:
+    """Re-render only one section of the card (``title``, a key of SECTIONS) from the manifest, after a command
+    that changes only that part (`crag reference`, `crag answerability`): the copied card keeps every other
+    section, which hold tables only `crag recipe` measures. None: no card."""
     bundle = read_bundle(bundle_dir)
     path = bundle.path / "MODEL_CARD.md"
     if not path.is_file():
         return None
     lines = path.read_text(encoding="utf-8").splitlines()
-    fresh = _reference_lines(bundle.manifest)[1:]  # without the blank line that separates it in a new card
-    start = next((i for i, line in enumerate(lines) if line.strip() == "## Shift reference"), None)
+    fresh = SECTIONS[title](bundle.manifest)[1:]  # without the blank line that separates it in a new card
+    start = next((i for i, line in enumerate(lines) if line.strip() == title), None)
     if start is None:  # an older card: the section goes before "Intended use", or at the end
         start = next((i for i, line in enumerate(lines) if line.startswith("## Intended use")), len(lines))
         lines[start:start] = [*fresh, ""]
@@ -127,6 +160,11 @@ def rewrite_reference_section(bundle_dir: str | Path) -> Path | None:
         lines[start:end] = [*fresh, ""] if end < len(lines) else fresh
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def rewrite_reference_section(bundle_dir: str | Path) -> Path | None:
+    """Re-render only the card's "Shift reference" section (after `crag reference`)."""
+    return rewrite_card_section(bundle_dir, "## Shift reference")
 
 
 def _recalibration_lines(m: Any) -> list[str]:
@@ -225,6 +263,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         *_threshold_rows(m, trained),
         *_fusion_lines(m, trained),
         *_reference_lines(m),
+        *_answerability_lines(m),
         "",
         "## Intended use and limits",
         "- Grading retrieved English chunks (sentences to ~250 tokens) for question-like queries in a CRAG",

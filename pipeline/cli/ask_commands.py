@@ -64,7 +64,7 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
         rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds,
-                      min_answer_probability=args.min_answer_p))
+                      min_answer_probability=args.min_answer_p, answer_floor=args.answer_floor))
     retriever = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
     return build_rag(retriever, settings)
 
@@ -163,6 +163,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-rounds", type=int, default=3, help="retrieval rounds (initial, broader, web)")
     p.add_argument("--min-answer-p", type=float, default=None,
                    help="answer from uncertain strips only above this probability (default: the lower threshold)")
+    p.add_argument("--answer-floor", type=float, default=None,
+                   help="without an LLM, abstain unless some chunk reaches this probability (default: the grader "
+                        "bundle's fitted floor, see `crag answerability`; 0 turns it off)")
     web = p.add_argument_group("web search fallback (off unless --web is given)")
     web.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
     web.add_argument("--web-url", default=None, help="SearxNG instance URL, or a Tavily-compatible base URL")

@@ -2,6 +2,8 @@
 
 Rules, in order:
 - no strip above the policy's lower bound (or ``min_answer_probability`` when set higher): abstain;
+- answering without an LLM (grader-only, or the LLM failed or its budget is spent): abstain unless some
+  chunk reaches the answerability floor (or the LLM grader judged one relevant): related text is not an answer;
 - knowledge synthesis from weak evidence (only strips inside the uncertain band) needs at least one of
   them to come from a real document of the caller's, not only from the web; never from nothing;
 - with an LLM and at least two calls left (one to write, one to verify): generate with citations,
@@ -19,7 +21,7 @@ from typing import Any
 
 from grader.policy import ThresholdPolicy
 from models.errors import LLMError
-from models.types import Decision, Grade
+from models.types import Decision, Grade, Verdict
 from pipeline.corrective.context_quality import ContextQuality, heuristic_quality
 from pipeline.corrective.correction import Strip
 from pipeline.corrective.generation import Claim, Evidence, GeneratedAnswer, GroundingResult, LLMAnswerer
@@ -47,9 +49,10 @@ class Answerer:
 
     def __init__(self, policy: ThresholdPolicy, llm: LLMAnswerer | None,
                  pool: dict[str, tuple[StoredChunk, Grade]], state: RunState, *,
-                 min_probability: float | None = None) -> None:
+                 min_probability: float | None = None, answer_floor: float = 0.0) -> None:
         self.policy, self.llm, self.pool, self.state = policy, llm, pool, state
         self.floor = policy.lower if min_probability is None else max(policy.lower, min_probability)
+        self.answer_floor = answer_floor
 
     def compose(self, query: str, strips: Sequence[Strip], decision: Decision | None,
                 conflicts: Sequence[str]) -> Draft:
@@ -70,7 +73,22 @@ class Answerer:
         return self._extractive(chosen, full, quality)
 
     # ----- grader-only --------------------------------------------------------------------------
+    def _best_below_floor(self) -> float | None:
+        """The best chunk probability when no chunk reaches the answerability floor and the LLM grader found
+        none relevant; None when an extractive answer may be given."""
+        grades = [g for _, g in self.pool.values()]
+        if self.answer_floor <= 0 or any(g.decided_by == "llm" and g.verdict is Verdict.RELEVANT for g in grades):
+            return None
+        best = max((g.probability for g in grades), default=0.0)
+        return best if best < self.answer_floor else None
+
     def _extractive(self, chosen: Sequence[Strip], full: bool, quality: ContextQuality) -> Draft:
+        confident = any(s.grade.probability >= self.policy.upper for s in chosen)
+        best = None if confident else self._best_below_floor()
+        if best is not None:
+            return Draft(Outcome.ABSTENTION, f"No passage found is likely enough to answer this (best relevance "
+                         f"{best:.2f}, below the answerability floor {self.answer_floor:.2f}), so I am not answering "
+                         "rather than guessing.", quality=quality.to_dict())
         answer = " ".join(f"{s.text} [{s.chunk_id}]" for s in chosen)
         sources = self._sources(dict.fromkeys(s.chunk_id for s in chosen))
         outcome, message = self._message(full, quality, "Answer drawn from the cited passages.", ())

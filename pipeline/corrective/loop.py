@@ -58,6 +58,8 @@ class CorrectiveRAG:
         self.grader = grader
         self.policy = policy or getattr(grader, "policy", None) or ThresholdPolicy()
         self.config = config or RAGConfig()
+        floor = self.config.answer_floor
+        self.answer_floor: float = (getattr(grader, "answer_floor", None) or 0.0) if floor is None else floor
         self.llm = answerer
         self.web = web
         self.privacy = privacy or PrivacyGuard()
@@ -218,7 +220,8 @@ class CorrectiveRAG:
         strips = refine(query, usable, _BudgetedGrader(self, state), token_budget=self.config.strip_token_budget)
         state.trace.step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)}
                                                for s in strips])
-        answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability)
+        answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability,
+                            answer_floor=self.answer_floor)
         t0 = time.monotonic()
         draft = answerer.compose(query, strips, decision, conflicts)
         quality = draft.quality or {}

@@ -28,6 +28,9 @@ class RAGConfig:
     min_query_words: int = 2
     max_query_chars: int = 2000
     min_answer_probability: float | None = None  # weak strips below this are not used (default: policy.lower)
+    # grader-only answers need a chunk at or above this probability, else abstain (None: the grader bundle's
+    # fitted floor, `crag answerability`; 0: answer from any strip above the lower threshold)
+    answer_floor: float | None = None
     # "access denied" instead of "no answer" only when a hidden chunk covers this share of the question's
     # content terms (and at least two of them); None never reveals that hidden documents exist
     access_denied_min_coverage: float | None = 0.6
@@ -36,10 +39,12 @@ class RAGConfig:
         if (self.k < 1 or self.broader_k < self.k or self.web_k < 1 or self.max_rounds < 1 or self.deadline_s <= 0
                 or self.max_llm_calls < 0 or self.strip_token_budget < 10
                 or not (self.min_answer_probability is None or 0 <= self.min_answer_probability <= 1)
+                or not (self.answer_floor is None or 0 <= self.answer_floor <= 1)
                 or not (self.access_denied_min_coverage is None or 0 < self.access_denied_min_coverage <= 1)):
             raise ConfigError(f"invalid RAGConfig {self}: need k >= 1, broader_k >= k, web_k >= 1, max_rounds >= 1, "
                               "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10, "
-                              "min_answer_probability in [0, 1], access_denied_min_coverage in (0, 1] or None")
+                              "min_answer_probability and answer_floor in [0, 1], "
+                              "access_denied_min_coverage in (0, 1] or None")
 
 
 class RunState:

@@ -45,3 +45,13 @@ def test_decide_with_policy_rereads_model_grades_only():
     assert decide(grades, ThresholdPolicy(lower=0.1, upper=0.45)) is Decision.CORRECT
     llm_partial = [Grade(verdict=Verdict.PARTIAL, probability=0.5, decided_by="llm")]
     assert decide(llm_partial, ThresholdPolicy(lower=0.1, upper=0.2)) is Decision.AMBIGUOUS
+
+
+def test_answer_floor_is_read_from_the_manifest_entry_and_validated():
+    from grader.policy import answer_floor_of
+
+    assert answer_floor_of({}) is None and answer_floor_of({"floor": None}) is None
+    assert answer_floor_of({"floor": 0.3, "objective": "x"}) == 0.3
+    for bad in (1.5, -0.1, "0.3", True):
+        with pytest.raises(ConfigError, match=r"mine: answerability floor.*crag answerability"):
+            answer_floor_of({"floor": bad}, "mine")

@@ -15,7 +15,7 @@ from training.commands.common import add_target, guarantee_delta, targets_of
 from training.data import PairSet, groups_of, load_pairs, write_pairs
 from training.labels import parse_label_map
 
-__all__ = ["register_calibrate", "register_eval", "register_reference"]
+__all__ = ["register_answerability", "register_calibrate", "register_eval", "register_reference"]
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -181,6 +181,48 @@ def register_reference(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group-by", help="a metadata field (e.g. domain): each group also gets a reference, and data "
                                       "like any one group is not a shift")
     p.set_defaults(handler=_reference)
+
+
+def _answerability(args: argparse.Namespace) -> int:
+    from training.answerability import answerability_report, best_per_query, fit_answer_floor, write_answerability
+    from training.recalibrate import check_new_bundle_dir, cross_encoder_grader
+
+    check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
+    data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
+    test = load_pairs(args.test, label_map=parse_label_map(args.label_map)) if args.test else None
+    grader = cross_encoder_grader(args.model)
+    entry = fit_answer_floor(best_per_query(grader, data.pairs, args.group_by), min_answer_rate=args.min_answer_rate,
+                             min_per_class=args.min_per_class)
+    if test is not None:
+        entry["test"] = {"data": test.summary(),
+                         "groups": answerability_report(best_per_query(grader, test.pairs, args.group_by),
+                                                        entry["floor"])}
+    settings = {"model": str(args.model), "data": str(args.data), "test": args.test, "label_map": args.label_map,
+                "group_by": args.group_by, "min_answer_rate": args.min_answer_rate,
+                "min_per_class": args.min_per_class}
+    out = write_answerability(args.model, args.out, entry, data, settings)
+    print_json({"out": str(out), "floor": entry["floor"], "binding_group": entry["binding_group"],
+                "fit": entry["fit"], "test": entry.get("test", {}).get("groups")})
+    return 0
+
+
+def register_answerability(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("answerability", help="fit the best-chunk probability below which a grader-only answer "
+                                             "abstains, on questions with and without an answer in their chunks")
+    p.add_argument("--model", default="default", help="bundle name or directory")
+    p.add_argument("--data", required=True, help="labelled pairs grouped by question; a question none of whose "
+                                                 "chunks is relevant counts as unanswerable")
+    p.add_argument("--test", help="labelled pairs of other questions to report the floor on (not used to fit it)")
+    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    p.add_argument("--group-by", default=None, help="a metadata field (or 'source'): the answer rate must hold in "
+                                                    "every group")
+    p.add_argument("--min-answer-rate", type=float, default=0.75,
+                   help="share of answerable questions that must still be answered (in every group); the floor is "
+                        "the highest that keeps it, abstaining on as many unanswerable questions as it allows")
+    p.add_argument("--min-per-class", type=int, default=10,
+                   help="answerable questions a group needs to bind the floor (unanswerable ones: to report on it)")
+    p.add_argument("--out", required=True, help="new bundle directory (the source is never changed)")
+    p.set_defaults(handler=_answerability)
 
 
 def _bundle_from_labels(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:

@@ -113,6 +113,43 @@ def test_min_answer_probability_turns_weak_evidence_into_abstention(index, grade
         RAGConfig(min_answer_probability=1.5)
 
 
+def test_answer_floor_turns_related_text_into_abstention_without_an_llm(index, grader):
+    from pipeline.corrective.loop import RAGConfig
+
+    query = "What are bananas rich in?"
+    off = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=0.0)).run(query, TENANT_A)
+    best = max(s["probability"] for s in off.sources)
+    assert off.outcome is Outcome.PARTIAL_ANSWER and "potassium" in off.answer
+    floored = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=min(1.0, best + 0.01))).run(query, TENANT_A)
+    assert floored.outcome is Outcome.ABSTENTION and floored.answer is None and not floored.sources
+    assert f"best relevance {best:.2f}, below the answerability floor" in floored.message
+    at_floor = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=best - 0.005)).run(query, TENANT_A)
+    assert at_floor.outcome is Outcome.PARTIAL_ANSWER
+    with pytest.raises(ConfigError, match="answer_floor"):
+        RAGConfig(answer_floor=-0.1)
+
+
+def test_answer_floor_yields_to_an_llm_graders_relevant_verdict():
+    from grader.policy import ThresholdPolicy
+    from models.types import Grade, Verdict
+    from pipeline.corrective.answering import Answerer
+    from pipeline.corrective.correction import Strip
+    from pipeline.corrective.state import RAGConfig, RunState
+
+    chunk = make_chunk("a-bananas", "Bananas are rich in potassium.")
+    policy = ThresholdPolicy(lower=0.1, upper=0.9)
+
+    def compose(grade):
+        state = RunState(RAGConfig())
+        answerer = Answerer(policy, None, {chunk.chunk_id: (chunk, grade)}, state, answer_floor=0.5)
+        return answerer.compose("What are bananas rich in?", [Strip(chunk.chunk_id, 0, chunk.text, grade)], None, [])
+
+    model = Grade(verdict=Verdict.IRRELEVANT, probability=0.3, uncertain=True, chunk_id=chunk.chunk_id)
+    assert compose(model).outcome is Outcome.ABSTENTION
+    judged = Grade(verdict=Verdict.RELEVANT, probability=0.3, decided_by="llm", chunk_id=chunk.chunk_id)
+    assert compose(judged).outcome is Outcome.PARTIAL_ANSWER
+
+
 def test_refine_keeps_sentences_in_order_and_drops_markdown_headings(grader):
     from pipeline.corrective.correction import refine
 
