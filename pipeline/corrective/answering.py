@@ -3,7 +3,8 @@
 Rules, in order:
 - no strip above the policy's lower bound (or ``min_answer_probability`` when set higher): abstain;
 - answering without an LLM (grader-only, or the LLM failed or its budget is spent): abstain unless some
-  chunk reaches the answerability floor (or the LLM grader judged one relevant): related text is not an answer;
+  chunk reaches the answerability floor (or the LLM grader judged one relevant): related text is not an answer.
+  The loop asks :meth:`Answerer.floor_abstention` before refining, so such a run grades no strips;
 - knowledge synthesis from weak evidence (only strips inside the uncertain band) needs at least one of
   them to come from a real document of the caller's, not only from the web; never from nothing;
 - with an LLM and at least two calls left (one to write, one to verify): generate with citations,
@@ -73,6 +74,19 @@ class Answerer:
         return self._extractive(chosen, full, quality)
 
     # ----- grader-only --------------------------------------------------------------------------
+    def floor_abstention(self) -> Draft | None:
+        """The abstention an extractive answer would end in when no chunk reaches the answerability floor, known
+        before any strip is graded; None when an LLM will write the answer or some chunk reaches the floor."""
+        if self.llm is not None and self.state.llm_left() >= 2 and not self.state.expired():
+            return None
+        best = self._best_below_floor()
+        return None if best is None else self._below_floor(best)
+
+    def _below_floor(self, best: float, quality: ContextQuality | None = None) -> Draft:
+        return Draft(Outcome.ABSTENTION, f"No passage found is likely enough to answer this (best relevance "
+                     f"{best:.2f}, below the answerability floor {self.answer_floor:.2f}), so I am not answering "
+                     "rather than guessing.", quality=quality.to_dict() if quality else None)
+
     def _best_below_floor(self) -> float | None:
         """The best chunk probability when no chunk reaches the answerability floor and the LLM grader found
         none relevant; None when an extractive answer may be given."""
@@ -83,12 +97,9 @@ class Answerer:
         return best if best < self.answer_floor else None
 
     def _extractive(self, chosen: Sequence[Strip], full: bool, quality: ContextQuality) -> Draft:
-        confident = any(s.grade.probability >= self.policy.upper for s in chosen)
-        best = None if confident else self._best_below_floor()
-        if best is not None:
-            return Draft(Outcome.ABSTENTION, f"No passage found is likely enough to answer this (best relevance "
-                         f"{best:.2f}, below the answerability floor {self.answer_floor:.2f}), so I am not answering "
-                         "rather than guessing.", quality=quality.to_dict())
+        best = self._best_below_floor()
+        if best is not None:  # the LLM failed after refinement: the rule the loop applies before it
+            return self._below_floor(best, quality)
         answer = " ".join(f"{s.text} [{s.chunk_id}]" for s in chosen)
         sources = self._sources(dict.fromkeys(s.chunk_id for s in chosen))
         outcome, message = self._message(full, quality, "Answer drawn from the cited passages.", ())

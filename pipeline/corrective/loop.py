@@ -216,12 +216,17 @@ class CorrectiveRAG:
                                     decision=decision)
             return self._result(state, Outcome.ABSTENTION, "I could not find documents that answer this question, "
                                 "so I am not answering rather than guessing.", decision=decision)
+        answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability,
+                            answer_floor=self.answer_floor)
         t0 = time.monotonic()
+        early = answerer.floor_abstention()
+        if early is not None:  # no strip could change it: none is graded
+            state.trace.step("compose", t0, outcome=early.outcome.value, grounding="none",
+                             reason="no chunk reaches the answerability floor", floor=self.answer_floor)
+            return self._from_draft(state, early, decision)
         strips = refine(query, usable, _BudgetedGrader(self, state), token_budget=self.config.strip_token_budget)
         state.trace.step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)}
                                                for s in strips])
-        answerer = Answerer(self.policy, self.llm, pool, state, min_probability=self.config.min_answer_probability,
-                            answer_floor=self.answer_floor)
         t0 = time.monotonic()
         draft = answerer.compose(query, strips, decision, conflicts)
         quality = draft.quality or {}

@@ -123,6 +123,8 @@ def test_answer_floor_turns_related_text_into_abstention_without_an_llm(index, g
     floored = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=min(1.0, best + 0.01))).run(query, TENANT_A)
     assert floored.outcome is Outcome.ABSTENTION and floored.answer is None and not floored.sources
     assert f"best relevance {best:.2f}, below the answerability floor" in floored.message
+    assert "refine" not in [t.action for t in floored.trace]  # known before refinement: no strip is graded
+    assert "refine" in [t.action for t in off.trace]
     at_floor = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=best - 0.005)).run(query, TENANT_A)
     assert at_floor.outcome is Outcome.PARTIAL_ANSWER
     with pytest.raises(ConfigError, match="answer_floor"):
