@@ -238,6 +238,7 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
     can = [r for r in rows if not r["must_abstain"]]
     report = {
         "n": len(rows),
+        "answer_floor": rag.answer_floor,  # the grader bundle's, or --answer-floor (0: off)
         "answer_abstain_accuracy": sum(r["answered"] != r["must_abstain"] for r in rows) / len(rows),
         "abstention_fidelity": sum(not r["answered"] for r in must) / len(must) if must else None,
         "wrong_answer_rate": sum(r["answered"] for r in must) / len(must) if must else None,

@@ -167,6 +167,11 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
     assert report["llm_calls_per_query"] == 0.0 and report["latency_ms_p50"] > 0
     assert report["gold_answer_in_answer"] == 1.0 and report["sources_accuracy_when_answered"] == 1.0
     assert {"recovery_rate", "wrong_answer_rate", "expected_action_accuracy", "degraded_rate"} <= set(report)
+    from grader.factory import load_grader
+
+    assert report["answer_floor"] == load_grader("default").answer_floor > 0  # the bundle's fitted floor
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden), "--json", "--answer-floor", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["answer_floor"] == 0.0
     golden.write_text('{"query": "x y z", "must_abstain": "no"}\n', encoding="utf-8")
     assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
     assert "golden.jsonl:1" in capsys.readouterr().err
@@ -248,6 +253,7 @@ def test_the_whole_demo_golden_set_end_to_end(capsys, demo_cache):
     report = json.loads(capsys.readouterr().out)
     assert report["n"] == 26 and report["answer_rate_when_answerable"] >= 0.9
     assert report["sources_accuracy_when_answered"] >= 0.9 and report["degraded_rate"] == 0.0
+    assert report["abstention_fidelity"] >= 0.6  # the answerability floor (issue 10's grader-only target)
 
 
 def test_the_demo_index_is_one_per_installed_corpus_and_never_grows(tmp_path, monkeypatch):
