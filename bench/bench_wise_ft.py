@@ -123,7 +123,10 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="the fused int8 bundle whose cross-encoder is rebuilt")
     parser.add_argument("--probe", type=Path, default=None,
                         help="parity-probe pairs for a later `crag export` (default: 1,000 of <work>/fuse.jsonl)")
-    parser.add_argument("--alpha", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    parser.add_argument("--alpha", type=float, nargs="*", default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    parser.add_argument("--layerwise", nargs="+", default=[], metavar="K:LOW:HIGH",
+                        help="layer-wise variants: embeddings and encoder layers below K interpolated at LOW, the "
+                             "layers from K on and the head at HIGH (e.g. 3:0.5:1)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="pairs per domain (0 = all)")
     parser.add_argument("--save-to", type=Path, default=None,
@@ -152,9 +155,20 @@ def main() -> None:
     print(f"rebuilt {len(matched)} matrices; lowest correlation with the base weights {lowest}",
           flush=True)
 
-    def interpolated(alpha: float) -> dict:
-        return {k: (1.0 - alpha) * base_state[k] + alpha * tuned_state[k] if base_state[k].is_floating_point()
-                else tuned_state[k] for k in base_state}
+    def alpha_of(key: str, spec: str | float) -> float:
+        """The interpolation weight of one parameter: uniform, or by layer for a K:LOW:HIGH variant."""
+        if isinstance(spec, float):
+            return spec
+        split, low, high = spec.split(":")
+        if key.startswith("encoder.embeddings."):
+            return float(low)
+        if ".layer." in key:
+            return float(low) if int(key.split(".layer.")[1].split(".")[0]) < int(split) else float(high)
+        return float(high)
+
+    def interpolated(spec: str | float) -> dict:
+        return {k: (1.0 - alpha_of(k, spec)) * base_state[k] + alpha_of(k, spec) * tuned_state[k]
+                if base_state[k].is_floating_point() else tuned_state[k] for k in base_state}
 
     scratch = Path("/tmp/crag-wise-ft")
     scratch.mkdir(parents=True, exist_ok=True)
@@ -164,10 +178,12 @@ def main() -> None:
         probe = scratch / "probe.jsonl"
         write_pairs(fusion_pairs[:: max(1, len(fusion_pairs) // 1000)], probe)
     if args.save_to:
-        if len(args.alpha) != 1:
-            raise SystemExit("--save-to writes one model: give exactly one --alpha")
-        base.load_state_dict(interpolated(args.alpha[0]))
-        print(write_torch_bundle(base, shipped.bundle, args.save_to, alpha=args.alpha[0], probe=probe))
+        specs = [*args.alpha, *args.layerwise]
+        if len(specs) != 1:
+            raise SystemExit("--save-to writes one model: give exactly one --alpha (or one --layerwise and --alpha "
+                             "with no value)")
+        base.load_state_dict(interpolated(specs[0]))
+        print(write_torch_bundle(base, shipped.bundle, args.save_to, alpha=specs[0], probe=probe))
         return
 
     def pairs_of(path: Path):
@@ -194,9 +210,11 @@ def main() -> None:
 
     results = {"model": str(args.model), "work": str(args.work), "matched_min_corr": lowest,
                "fusion_pairs": len(fuse), "heldout_pairs": len(held), "alphas": {}}
-    for alpha in args.alpha:
+    for alpha in [*args.alpha, *args.layerwise]:
+        name = f"{alpha:g}" if isinstance(alpha, float) else f"layers {alpha}"
         base.load_state_dict(interpolated(alpha))
-        bundle = write_torch_bundle(base, shipped.bundle, scratch / f"a{alpha:g}", alpha=alpha, probe=probe)
+        bundle = write_torch_bundle(base, shipped.bundle, scratch / f"a{name.replace(' ', '-')}", alpha=alpha,
+                                    probe=probe)
         grader = load_grader(bundle, backend="torch", threads=args.threads)
         start = time.perf_counter()
         ce_f = grader.score_pairs(texts_f).logits
@@ -209,11 +227,11 @@ def main() -> None:
             m = g_h == d
             per_domain[d] = {"pairs": int(m.sum()), "auroc_biencoder": auroc(y_h[m], cos_h[m]),
                              "auroc_cross_encoder": auroc(y_h[m], ce_h[m]), "auroc_fused": auroc(y_h[m], fused_h[m])}
-        results["alphas"][f"{alpha:g}"] = {
+        results["alphas"][name] = {
             "cosine_share": choice.cosine_share, "seconds": round(seconds, 1), "heldout": per_domain,
             "fusion_per_domain": choice.per_group, "leave_one_domain_out": choice.leave_one_out}
         gains = {d: r["auroc_fused"] - r["auroc_biencoder"] for d, r in per_domain.items()}
-        print(f"alpha {alpha:g}: share {choice.cosine_share}  held-out fused - bi-encoder: "
+        print(f"alpha {name}: share {choice.cosine_share}  held-out fused - bi-encoder: "
               + "  ".join(f"{d} {v:+.3f}" for d, v in gains.items())
               + f"  (min {min(gains.values()):+.3f}, {seconds:.0f} s)", flush=True)
         print("    CE alone: " + "  ".join(f"{d} {r['auroc_cross_encoder']:.3f}" for d, r in per_domain.items())
