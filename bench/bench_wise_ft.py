@@ -90,7 +90,7 @@ def finetuned_state(base_state: dict, onnx_path: Path) -> tuple[dict, dict[str, 
     return state, matched
 
 
-def write_torch_bundle(model, source, out: Path, *, alpha: float, probe: Path) -> Path:
+def write_torch_bundle(model, source, out: Path, *, alpha: float | str, probe: Path) -> Path:
     """``model`` as a torch bundle in ``out`` (for ``crag export``): the manifest is the fused ``source``
     bundle's, without its fusion, calibration evidence or ONNX files, plus how the weights were made."""
     from grader.torch_model import save_cross_encoder
@@ -111,7 +111,8 @@ def write_torch_bundle(model, source, out: Path, *, alpha: float, probe: Path) -
         "base": "default-base (all-MiniLM-L6-v2 with the untrained segment-pooling head)",
         "fine_tuned": f"the cross-encoder of {source.path.name} (its int8 weights, dequantised)",
         "command": f"python bench/bench_wise_ft.py --model <{source.path.name} bundle it was made from> "
-                   f"--alpha {alpha:g} --save-to <dir>"}
+                   + (f"--alpha {alpha:g}" if isinstance(alpha, float) else f"--alpha --layerwise {alpha}")
+                   + " --save-to <dir>"}
     manifest["training"] = training
     write_manifest(out, manifest, [*names, "tokenizer.json", "probe.jsonl"])
     return out

@@ -89,6 +89,11 @@ def test_no_llm_flags_band(primary):
     assert all(g.escalation_failed and "no LLM configured" in g.reason for g in grades)
 
 
+def test_the_cascade_carries_its_models_answerability_floor(primary):
+    floor = primary.answer_floor
+    assert floor is not None and CascadeGrader(primary=primary, escalate_to=None).answer_floor == floor
+
+
 def test_escalation_log_is_training_data(primary, server, tmp_path):
     log = tmp_path / "escalations.jsonl"
     cascade = CascadeGrader(primary=primary, escalate_to=_llm(server), policy=EVERYTHING_UNCERTAIN,
