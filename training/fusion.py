@@ -28,7 +28,12 @@ from models.errors import ConfigError, ParityError
 from training.data import LabelledPair, PairSet
 from training.export import FLIP_SIGNIFICANCE, flip_p_value, parity_report
 from training.metrics import auroc
-from training.recalibrate import Recalibration, check_new_bundle_dir, without_recalibration_record
+from training.recalibrate import (
+    Recalibration,
+    check_new_bundle_dir,
+    without_recalibration_record,
+    without_stale_floor,
+)
 
 __all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "head_for_share",
            "write_fused_bundle"]
@@ -153,6 +158,7 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     manifest["metrics"] = {**manifest["metrics"], "fusion": choice.to_dict(), "recalibration": recal.metrics}
     manifest["training"] = {**without_recalibration_record(manifest["training"]), "fused_on": data.summary()}
     manifest["reference"] = recal.reference
+    manifest = without_stale_floor(manifest, out)
     write_manifest(staging, manifest, files)
     variants = src.manifest.model_files
     report = None

@@ -51,6 +51,7 @@ __all__ = [
     "small_sample_note",
     "suggest_pairs",
     "without_recalibration_record",
+    "without_stale_floor",
     "write_recalibrated",
 ]
 
@@ -286,6 +287,16 @@ def without_recalibration_record(training: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in training.items() if k not in RECALIBRATION_RECORD}
 
 
+def without_stale_floor(manifest: dict[str, Any], out: str | Path) -> dict[str, Any]:
+    """The manifest without its answerability floor, which is a probability of the old calibration and means
+    nothing under a new one (logged, with the command that fits it again)."""
+    if manifest.get("answerability"):
+        logger.warning("the source bundle's answerability floor (P %.3f) was fitted on its old calibration and is "
+                       "not carried over; fit it again with `crag answerability --model %s --data <questions with "
+                       "and without answers> --out <new bundle>`", manifest["answerability"].get("floor"), out)
+    return {**manifest, "answerability": {}}
+
+
 def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet, *,
                        fusion: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None,
                        settings: dict[str, Any] | None = None) -> Path:
@@ -306,6 +317,7 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
             manifest["fusion"] = fusion
         if adaptation is not None:
             manifest["metrics"]["adaptation"] = adaptation
+        manifest.update(without_stale_floor(manifest, out))
 
     return write_derived_bundle(source_model, out, change)
 

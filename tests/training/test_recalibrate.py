@@ -174,3 +174,19 @@ def test_the_model_card_says_how_to_reproduce_a_recalibration(capsys, tmp_path, 
     a, b = read_bundle(first).manifest, read_bundle(tmp_path / "again").manifest
     assert (a.calibration, a.thresholds) == (b.calibration, b.thresholds)
     assert a.training["recalibrated_with"]["delta"] is None
+
+
+def test_a_new_calibration_drops_the_answerability_floor_of_the_old_one(caplog, capsys, tmp_path, human):
+    from models.bundle import read_bundle
+    from models.registry import resolve_bundle
+    from pipeline.cli.main import main
+
+    assert read_bundle(resolve_bundle("default")).manifest.answerability["floor"] > 0
+    for command in (["calibrate", "--target-error", "0.1", "--no-guarantee"], ["adapt", "--target-escalation", "0.5"]):
+        out = tmp_path / command[0]
+        with caplog.at_level("WARNING", logger="training.recalibrate"):
+            assert main([*command, "--data", str(human.path), "--out", str(out)]) == 0
+        assert read_bundle(out).manifest.answerability == {}
+        assert "answerability floor" in caplog.text and "crag answerability" in caplog.text
+        caplog.clear()
+    capsys.readouterr()
