@@ -26,7 +26,7 @@ import numpy as np
 from grader.cross_encoder import CrossEncoderGrader
 from models.errors import ConfigError
 from models.types import Verdict
-from training.data import LabelledPair, PairSet, group_by_query
+from training.data import LabelledPair, PairSet, groups_of
 from training.metrics import auroc
 from training.model_card import rewrite_card_section
 from training.recalibrate import write_derived_bundle
@@ -55,14 +55,15 @@ def best_per_query(grader: CrossEncoderGrader, pairs: Sequence[LabelledPair],
     if not pairs:
         raise ConfigError("answerability needs labelled pairs; the data is empty")
     probabilities = grader.scores_as_graded([(p.query, p.text) for p in pairs], block=256).probabilities
-    by_pair = dict(zip((id(p) for p in pairs), probabilities, strict=True))
-    rows = []
-    for query_id, members in group_by_query(pairs).items():
-        first = members[0]
-        group = str(first.metadata.get(group_by) or getattr(first, group_by, None) or "") if group_by else ALL
-        rows.append(QueryBest(query_id, group or "(none)", any(m.label is Verdict.RELEVANT for m in members),
-                              float(max(by_pair[id(m)] for m in members))))
-    return rows
+    best: dict[str, float] = {}
+    answerable: dict[str, bool] = {}
+    first: dict[str, LabelledPair] = {}  # a question's group is its first pair's
+    for pair, probability in zip(pairs, probabilities, strict=True):
+        best[pair.query_id] = max(best.get(pair.query_id, 0.0), float(probability))
+        answerable[pair.query_id] = answerable.get(pair.query_id, False) or pair.label is Verdict.RELEVANT
+        first.setdefault(pair.query_id, pair)
+    groups = groups_of(list(first.values()), group_by) or [ALL] * len(first)
+    return [QueryBest(q, group or "(none)", answerable[q], best[q]) for q, group in zip(first, groups, strict=True)]
 
 
 def _by_group(rows: Sequence[QueryBest]) -> dict[str, list[QueryBest]]:

@@ -69,15 +69,19 @@ class Answerer:
         relevant_conflicts = [c for c in conflicts if any(cid in c for cid in ids)]
         quality = heuristic_quality(query, [s.text for s in chosen], decision, relevant_conflicts)
         full = decision is Decision.CORRECT and bool(confident) and quality.level in ("sufficient", "conflicting")
-        if self.llm is not None and self.state.llm_left() >= 2 and not self.state.expired():
+        if self._llm_writes():
             return self._generated(query, chosen, full, quality)
         return self._extractive(chosen, full, quality)
+
+    def _llm_writes(self) -> bool:
+        """An LLM is set and has the budget (one call to write, one to verify) and the time to answer."""
+        return self.llm is not None and self.state.llm_left() >= 2 and not self.state.expired()
 
     # ----- grader-only --------------------------------------------------------------------------
     def floor_abstention(self) -> Draft | None:
         """The abstention an extractive answer would end in when no chunk reaches the answerability floor, known
         before any strip is graded; None when an LLM will write the answer or some chunk reaches the floor."""
-        if self.llm is not None and self.state.llm_left() >= 2 and not self.state.expired():
+        if self._llm_writes():
             return None
         best = self._best_below_floor()
         return None if best is None else self._below_floor(best)
