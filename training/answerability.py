@@ -4,7 +4,8 @@ Without an LLM, the corrective pipeline answers extractively from whatever strip
 threshold, so a question whose answer is not in the corpus still gets a "partial answer" built from
 related text. The floor says when to abstain instead: answer only when some chunk reaches it.
 
-A question is *answerable* when at least one of its labelled chunks is relevant. Each question's best
+A question is *answerable* when at least one of its labelled chunks is relevant or partial (carries at least
+part of the answer, as everywhere in crag-grader: a partial answer is an answer). Each question's best
 probability is the highest the grader gives its chunks (rule-decided chunks count as 0, as ``grade``
 gives them). The floor is the highest that still answers a stated share of the answerable questions in
 every group (e.g. domain): a higher floor abstains on more unanswerable questions but also on more
@@ -25,7 +26,6 @@ import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
 from models.errors import ConfigError
-from models.types import Verdict
 from training.data import LabelledPair, PairSet, groups_of
 from training.metrics import auroc
 from training.model_card import rewrite_card_section
@@ -41,7 +41,7 @@ ALL = "all"
 
 @dataclass(frozen=True)
 class QueryBest:
-    """One question: its group, whether any of its chunks is relevant, and the grader's best probability."""
+    """One question: its group, whether any of its chunks is positive, and the grader's best probability."""
 
     query_id: str
     group: str
@@ -60,7 +60,7 @@ def best_per_query(grader: CrossEncoderGrader, pairs: Sequence[LabelledPair],
     first: dict[str, LabelledPair] = {}  # a question's group is its first pair's
     for pair, probability in zip(pairs, probabilities, strict=True):
         best[pair.query_id] = max(best.get(pair.query_id, 0.0), float(probability))
-        answerable[pair.query_id] = answerable.get(pair.query_id, False) or pair.label is Verdict.RELEVANT
+        answerable[pair.query_id] = answerable.get(pair.query_id, False) or pair.positive
         first.setdefault(pair.query_id, pair)
     groups = groups_of(list(first.values()), group_by) or [ALL] * len(first)
     return [QueryBest(q, group or "(none)", answerable[q], best[q]) for q, group in zip(first, groups, strict=True)]
@@ -111,7 +111,8 @@ def fit_answer_floor(rows: Sequence[QueryBest], *, min_answer_rate: float = DEFA
     if not answer_groups or not abstain_groups:
         seen = ", ".join(f"{g}: {len(answerable[g])} answerable / {unanswerable[g]} unanswerable" for g in groups)
         raise ConfigError(f"fitting an answerability floor needs groups with at least {min_per_class} answerable and "
-                          f"{min_per_class} unanswerable questions (none of whose chunks is relevant); got {seen}. "
+                          f"{min_per_class} unanswerable questions (none of whose chunks is relevant or partial); got "
+                          f"{seen}. "
                           "Add questions whose answer is not in their chunks, or lower --min-per-class")
     # answering min_answer_rate of n questions needs the k-th best of them at or above the floor
     kth = {g: answerable[g][math.ceil(min_answer_rate * len(answerable[g]) - 1e-9) - 1] for g in answer_groups}

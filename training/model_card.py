@@ -120,8 +120,8 @@ def _answerability_lines(m: Any) -> list[str]:
              "otherwise it abstains instead of quoting related text. Fitted by `crag answerability` on "
              f"{fitted.get('queries')} questions",
              f"(`{fitted.get('path')}`) as the {entry.get('objective')} (binding: {entry.get('binding_group')}).",
-             "Per domain: answerable questions and the share answered, unanswerable ones (no relevant chunk) and the",
-             "share abstained on, and the AUROC of the best chunk's probability for answerability:", "",
+             "Per domain: answerable questions and the share answered, unanswerable ones (no relevant or partial",
+             "chunk) and the share abstained on, and the AUROC of the best chunk's probability for answerability:", "",
              "| data | domain | answerable | answered | unanswerable | abstained | AUROC |",
              "|---|---|---|---|---|---|---|"]
     for part, groups in (("fit", entry.get("fit") or {}), ("test", (entry.get("test") or {}).get("groups") or {})):

@@ -8,9 +8,10 @@ import pytest
 from grader.factory import load_grader
 from models import ConfigError
 from models.bundle import read_bundle
+from models.types import Verdict
 from pipeline.cli.main import main
 from training.answerability import QueryBest, answerability_report, best_per_query, fit_answer_floor
-from training.data import load_pairs
+from training.data import LabelledPair, load_pairs
 from training.recalibrate import cross_encoder_grader
 
 
@@ -61,6 +62,11 @@ def test_best_probability_per_question_is_what_grade_gives(squad_pairs_file):
     assert next(r.best for r in rows if r.query_id == first) == pytest.approx(expected, abs=1e-6)
     with pytest.raises(ConfigError, match="empty"):
         best_per_query(grader, [])
+    partial = [LabelledPair(query="What is the capital of France?", text=text, label=label, query_id=qid)
+               for qid, text, label in (("q1", "Paris is in France.", Verdict.PARTIAL),
+                                        ("q1", "Bananas are yellow.", Verdict.IRRELEVANT),
+                                        ("q2", "Bananas are yellow.", Verdict.IRRELEVANT))]
+    assert [(r.query_id, r.answerable) for r in best_per_query(grader, partial)] == [("q1", True), ("q2", False)]
 
 
 def test_command_writes_a_new_bundle_whose_grader_carries_the_floor(squad_pairs_file, tmp_path, capsys):

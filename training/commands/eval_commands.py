@@ -211,7 +211,7 @@ def register_answerability(sub: argparse._SubParsersAction) -> None:
                                              "abstains, on questions with and without an answer in their chunks")
     p.add_argument("--model", default="default", help="bundle name or directory")
     p.add_argument("--data", required=True, help="labelled pairs grouped by question; a question none of whose "
-                                                 "chunks is relevant counts as unanswerable")
+                                                 "chunks is relevant or partial counts as unanswerable")
     p.add_argument("--test", help="labelled pairs of other questions to report the floor on (not used to fit it)")
     p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
     p.add_argument("--group-by", default=None, help="a metadata field (or 'source'): the answer rate must hold in "
