@@ -31,8 +31,8 @@ from training.metrics import auroc
 from training.recalibrate import (
     Recalibration,
     check_new_bundle_dir,
+    drop_stale_floor,
     without_recalibration_record,
-    without_stale_floor,
 )
 
 __all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "head_for_share",
@@ -158,7 +158,7 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     manifest["metrics"] = {**manifest["metrics"], "fusion": choice.to_dict(), "recalibration": recal.metrics}
     manifest["training"] = {**without_recalibration_record(manifest["training"]), "fused_on": data.summary()}
     manifest["reference"] = recal.reference
-    manifest = without_stale_floor(manifest, out)
+    drop_stale_floor(manifest, out)
     write_manifest(staging, manifest, files)
     variants = src.manifest.model_files
     report = None

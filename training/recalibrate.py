@@ -45,13 +45,13 @@ __all__ = [
     "calibrate_command",
     "check_new_bundle_dir",
     "cross_encoder_grader",
+    "drop_stale_floor",
     "measure_llm_accuracy",
     "query_split",
     "recalibrate",
     "small_sample_note",
     "suggest_pairs",
     "without_recalibration_record",
-    "without_stale_floor",
     "write_recalibrated",
 ]
 
@@ -287,14 +287,14 @@ def without_recalibration_record(training: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in training.items() if k not in RECALIBRATION_RECORD}
 
 
-def without_stale_floor(manifest: dict[str, Any], out: str | Path) -> dict[str, Any]:
-    """The manifest without its answerability floor, which is a probability of the old calibration and means
-    nothing under a new one (logged, with the command that fits it again)."""
+def drop_stale_floor(manifest: dict[str, Any], out: str | Path) -> None:
+    """Remove the manifest's answerability floor, a probability of the old calibration that means nothing under
+    a new one (logged, with the command that fits it again)."""
     if manifest.get("answerability"):
         logger.warning("the source bundle's answerability floor (P %.3f) was fitted on its old calibration and is "
                        "not carried over; fit it again with `crag answerability --model %s --data <questions with "
                        "and without answers> --out <new bundle>`", manifest["answerability"].get("floor"), out)
-    return {**manifest, "answerability": {}}
+    manifest["answerability"] = {}
 
 
 def write_recalibrated(source_model: str | Path, out: str | Path, result: Recalibration, data: PairSet, *,
@@ -317,7 +317,7 @@ def write_recalibrated(source_model: str | Path, out: str | Path, result: Recali
             manifest["fusion"] = fusion
         if adaptation is not None:
             manifest["metrics"]["adaptation"] = adaptation
-        manifest.update(without_stale_floor(manifest, out))
+        drop_stale_floor(manifest, out)
 
     return write_derived_bundle(source_model, out, change)
 
