@@ -10,10 +10,11 @@ same results at fewer pairs.
 
 ``--compare-strip-vectors`` also builds the demo index without stored sentence vectors and runs both,
 interleaved question by question, to show what the index's strip vectors save and that every result stays
-the same.
+the same. ``--compare-cross-encoder`` also runs the same bundle with its cross-encoder run even where its
+fusion head gives it no weight (what every fused bundle did before 2026-12-04), interleaved the same way.
 
 Run: python bench/bench_pipeline.py [--repeats 5] [--threads N] [--model default|fast]
-     [--compare-strip-vectors] [--json bench/results_pipeline.json]
+     [--compare-strip-vectors | --compare-cross-encoder] [--json bench/results_pipeline.json]
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ def clear_caches(grader) -> None:
         grader.fusion_embedder.cache.clear()
 
 
-def run_golden(rags: dict[str, object], grader, golden: list[dict], principal: Principal, repeats: int) -> dict:
-    """Every question through every variant, interleaved question by question, each run cold."""
+def run_golden(rags: dict[str, tuple[object, object]], golden: list[dict], principal: Principal,
+               repeats: int) -> dict:
+    """Every question through every variant (name -> (rag, its grader)), interleaved question by question,
+    each run cold."""
     runs = {name: {"latencies": defaultdict(list), "steps": defaultdict(list), "pairs": defaultdict(list),
                    "results": {}} for name in rags}
     for _ in range(repeats):
         for item in golden:
             query = item["query"]
-            for name, rag in rags.items():
+            for name, (rag, grader) in rags.items():
                 run = runs[name]
                 clear_caches(grader)
                 before = grader.pairs_scored
@@ -106,22 +109,32 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
     parser.add_argument("--compare-strip-vectors", action="store_true",
                         help="also run an index without stored sentence vectors, interleaved")
+    parser.add_argument("--compare-cross-encoder", action="store_true",
+                        help="also run the bundle with its cross-encoder run even when its fusion gives it no weight")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.compare_strip_vectors and args.compare_cross_encoder:
+        parser.error("compare one thing at a time")
     grader = load_grader(args.model, threads=args.threads)
     principal = Principal(tenant=DEMO_TENANT)
     golden = read_golden(DEMO_DIR / "golden.jsonl")
     with tempfile.TemporaryDirectory(prefix="crag-bench-") as tmp:
-        rags = {"demo index (strip vectors)": build_rag(LocalHybridIndex.open_existing(demo_index()),
-                                                         PipelineSettings(), primary=grader)}
+        rags = {"demo index (strip vectors)": (build_rag(LocalHybridIndex.open_existing(demo_index()),
+                                                          PipelineSettings(), primary=grader), grader)}
+        other_name = None
         if args.compare_strip_vectors:
-            rags["demo index without strip vectors"] = build_rag(
-                LocalHybridIndex.open_existing(index_without_strip_vectors(Path(tmp))), PipelineSettings(),
-                primary=grader)
-        for rag in rags.values():
+            other_name = "demo index without strip vectors"
+            rags[other_name] = (build_rag(LocalHybridIndex.open_existing(index_without_strip_vectors(Path(tmp))),
+                                          PipelineSettings(), primary=grader), grader)
+        if args.compare_cross_encoder:
+            other_name = "cross-encoder always run"
+            forced = load_grader(args.model, threads=args.threads, cross_encoder=True)
+            rags[other_name] = (build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(),
+                                          primary=forced), forced)
+        for rag, _ in rags.values():
             rag.run(golden[0]["query"], principal)  # warm-up: sessions, caches of the tokenizer and SQLite
-        variants = run_golden(rags, grader, golden, principal, args.repeats)
-        main_rag = next(iter(rags.values()))
+        variants = run_golden(rags, golden, principal, args.repeats)
+        main_rag = next(iter(rags.values()))[0]
         warm_ms = []
         for item in golden:  # asked twice in a row, the second time with the caches of the first
             clear_caches(grader)
@@ -133,12 +146,13 @@ def main() -> None:
     report = {"questions": len(golden), "repeats": args.repeats, "index": main_name,
               "grader": grader.describe() | {"policy": None}, **main_report,
               "warm_p50_ms": statistics.median(warm_ms)}
-    if args.compare_strip_vectors:
-        other = variants["demo index without strip vectors"]
-        report["without_strip_vectors"] = {
+    if other_name is not None:
+        other = variants[other_name]
+        report["compared_with"] = {
+            "variant": other_name,
             **{k: other[k] for k in ("p50_ms", "p95_ms", "mean_ms", "step_mean_ms", "pairs_graded_per_question",
                                      "results_fingerprint")},
-            "p50_ratio_without_over_with": other["p50_ms"] / main_report["p50_ms"],
+            "p50_ratio_other_over_this": other["p50_ms"] / main_report["p50_ms"],
             "same_results": other["results"] == main_report["results"]}
     print(json.dumps({k: v for k, v in report.items() if k not in ("results", "per_question_p50_ms")}, indent=2))
     if args.json:

@@ -7,7 +7,7 @@ compared against (requests/s through HTTP / requests/s of the bare grader). Ever
 different question (a request number is appended), so the grader's pair cache never answers one.
 
 Run: python bench/load_test.py [--seconds 20] [--concurrency 1 4 16] [--chunks 8] [--wait-ms 0 5]
-     [--workers 2 --threads 1]
+     [--workers 2 --threads 1] [--model default|fast]
      [--json bench/results_load.json]
 """
 
@@ -26,10 +26,10 @@ from service_harness import Service, demo_chunks, percentile
 QUERY = "What religion were the Normans?"
 
 
-def raw_speed(payload: dict, seconds: float) -> dict:
+def raw_speed(payload: dict, seconds: float, model: str) -> dict:
     from grader import load_grader
 
-    grader = load_grader("default", threads=2)
+    grader = load_grader(model, threads=2)
     texts = [c["text"] for c in payload["chunks"]]
     grader.grade(QUERY, texts)
     times = []
@@ -81,17 +81,18 @@ def main() -> None:
     parser.add_argument("--wait-ms", type=float, nargs="+", default=[5.0])
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--threads", type=int, default=2, help="model threads per worker")
+    parser.add_argument("--model", default="default", help="grader bundle the service loads (e.g. fast)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     payload = {"query": QUERY, "chunks": demo_chunks(args.chunks), "escalate": False}
     tokens = sum(len(c["text"].split()) for c in payload["chunks"])
-    raw = raw_speed(payload, args.seconds / 2)
+    raw = raw_speed(payload, args.seconds / 2, args.model)
     print(json.dumps({"raw_grader": raw}), flush=True)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for wait in args.wait_ms:
             service = Service(Path(tmp), "--micro-batch-wait-ms", str(wait), "--threads", str(args.threads),
-                              "--workers", str(args.workers))
+                              "--workers", str(args.workers), "--model", args.model)
             try:
                 for concurrency in args.concurrency:
                     row = asyncio.run(load(service.url, service.headers, payload, concurrency, args.seconds))
@@ -101,7 +102,8 @@ def main() -> None:
                     print(json.dumps(row), flush=True)
             finally:
                 service.stop()
-    result = {"payload": {"chunks": args.chunks, "words": tokens}, "seconds_per_level": args.seconds,
+    result = {"model": args.model, "payload": {"chunks": args.chunks, "words": tokens},
+              "seconds_per_level": args.seconds,
               "raw_grader": raw, "runs": runs}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -100,6 +100,7 @@ class CrossEncoderGrader:
         max_windows: int = DEFAULT_MAX_WINDOWS,
         cache_pairs: int = DEFAULT_CACHE_PAIRS,
         threads: int | None = None,
+        cross_encoder: bool | None = None,
     ) -> None:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -128,6 +129,15 @@ class CrossEncoderGrader:
             # depend on its batch mates (dynamic int8 quantisation, see grader.onnx_backend)
             self.fusion_embedder = OnnxMiniLMEmbedder(bundle.path / self.fusion.embedder, verify=False, batch_size=1,
                                                       threads=threads)
+        if cross_encoder not in (None, True, False):
+            raise ConfigError(f"cross_encoder must be True, False or None (run it when the score uses it), "
+                              f"got {cross_encoder!r}")
+        if cross_encoder is False and (self.fusion is None or self.fusion.uses_cross_encoder):
+            raise ConfigError(f"bundle {self.name!r} scores with its cross-encoder; it cannot be left out")
+        # a fused head that gives the cross-encoder no weight (`crag fuse` chose the cosine alone) scores the
+        # same without running it; training code that refits the mix asks for it with cross_encoder=True
+        self.runs_cross_encoder = (self.fusion is None or self.fusion.uses_cross_encoder
+                                   if cross_encoder is None else cross_encoder)
 
     def shift_status(self) -> ShiftStatus | None:
         """Whether the chunks graded lately look like the calibration data (None: the bundle has no reference)."""
@@ -192,12 +202,15 @@ class CrossEncoderGrader:
         """Model scores of pairs not in the cache: (logit, unread, windows read, ce logit, cosine) each."""
         self.pairs_scored += len(pairs)
         windows, batches = self.encoder.encode_windows(pairs, max_windows=self.max_windows, batch_size=batch_size)
-        window_logits = np.zeros(len(windows.owner), dtype=np.float64)
-        for batch, (logits_of_batch, seconds) in zip(batches, self._run_batches(batches), strict=True):
-            window_logits[batch.index] = logits_of_batch
-            batch_seconds.append(seconds)
-        ce = np.full(len(pairs), -np.inf)
-        np.maximum.at(ce, windows.owner, window_logits)
+        if self.runs_cross_encoder:
+            window_logits = np.zeros(len(windows.owner), dtype=np.float64)
+            for batch, (logits_of_batch, seconds) in zip(batches, self._run_batches(batches), strict=True):
+                window_logits[batch.index] = logits_of_batch
+                batch_seconds.append(seconds)
+            ce = np.full(len(pairs), -np.inf)
+            np.maximum.at(ce, windows.owner, window_logits)
+        else:  # not read: the fused score gives it no weight (windows are still counted, for the flags)
+            ce = np.full(len(pairs), np.nan)
         if self.fusion is None:
             cosine, logits = np.full(len(pairs), np.nan), ce
         else:
@@ -291,5 +304,6 @@ class CrossEncoderGrader:
             "max_windows": self.max_windows,
             "calibration": self.calibrator.method,
             "fusion": self.fusion.to_dict() if self.fusion else None,
+            "runs_cross_encoder": self.runs_cross_encoder,
             "policy": self.policy.to_dict(),
         }

@@ -84,7 +84,14 @@ class FusionHead:
         return {"features": list(self.features), "weights": list(self.weights), "bias": self.bias,
                 "embedder": self.embedder}
 
+    @property
+    def uses_cross_encoder(self) -> bool:
+        """False when the head gives the cross-encoder no weight (the cosine alone decides)."""
+        return self.weights[0] != 0.0
+
     def combine(self, ce_logits: np.ndarray, cosine: np.ndarray) -> np.ndarray:
-        """The fused logit of each pair."""
+        """The fused logit of each pair (a head that does not use the cross-encoder ignores its logits, which
+        a grader that did not run it leaves as NaN)."""
         w_ce, w_cos = self.weights
-        return w_ce * np.asarray(ce_logits, dtype=np.float64) + w_cos * np.asarray(cosine, dtype=np.float64) + self.bias
+        fused = w_cos * np.asarray(cosine, dtype=np.float64) + self.bias
+        return fused + w_ce * np.asarray(ce_logits, dtype=np.float64) if self.uses_cross_encoder else fused

@@ -44,6 +44,7 @@ class OnnxGrader(CrossEncoderGrader):
         policy: ThresholdPolicy | None = None,
         max_windows: int = DEFAULT_MAX_WINDOWS,
         cache_pairs: int = DEFAULT_CACHE_PAIRS,
+        cross_encoder: bool | None = None,
     ) -> None:
         if bundle.manifest.backend != "onnx":
             raise BundleError(
@@ -57,7 +58,7 @@ class OnnxGrader(CrossEncoderGrader):
             cache_pairs = 0  # a batched int8 grade depends on its batch mates: not reusable
         self.sessions = SessionPool(model_path, threads, what="grader model")
         super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows,
-                         cache_pairs=cache_pairs, threads=self.sessions.workers)
+                         cache_pairs=cache_pairs, threads=self.sessions.workers, cross_encoder=cross_encoder)
         self.variant = chosen_variant
         self.threads = self.sessions.workers
         expected = {"input_ids", "attention_mask", "token_type_ids"}

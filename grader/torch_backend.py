@@ -31,6 +31,7 @@ class TorchGrader(CrossEncoderGrader):
         policy: ThresholdPolicy | None = None,
         max_windows: int = DEFAULT_MAX_WINDOWS,
         cache_pairs: int = DEFAULT_CACHE_PAIRS,
+        cross_encoder: bool | None = None,
     ) -> None:
         if bundle.manifest.backend != "torch":
             raise BundleError(
@@ -38,7 +39,7 @@ class TorchGrader(CrossEncoderGrader):
                 "trained checkpoint directory written by `crag train`"
             )
         super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows,
-                         cache_pairs=cache_pairs, threads=threads)
+                         cache_pairs=cache_pairs, threads=threads, cross_encoder=cross_encoder)
         torch = require("torch", "train")
         from grader.torch_model import load_cross_encoder
 

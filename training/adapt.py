@@ -47,7 +47,7 @@ def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, l
                  target_error: float | None = 0.05, target_escalation: float | None = None,
                  delta: float | None = 0.1, calibration: str = "platt", seed: int = 0) -> dict[str, Any]:
     """Adapt ``model`` (a fused bundle) to the labelled pairs at ``data_path``; write the new bundle at ``out``."""
-    grader = cross_encoder_grader(model)
+    grader = cross_encoder_grader(model, cross_encoder=True)  # the mix is refitted: its logits are needed
     if grader.fusion is None:
         raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "
                           "thresholds (or `crag fuse` first)")

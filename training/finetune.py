@@ -148,7 +148,7 @@ def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair], score:
     teacher's calibrated probability, cosine included (a student meant to carry the cosine in one pass)."""
     from grader.factory import load_grader
 
-    grader = load_grader(teacher, backend="auto", cache_pairs=0)
+    grader = load_grader(teacher, backend="auto", cache_pairs=0, cross_encoder=True if score != "fused" else None)
     scored = grader.score_pairs([(p.query, p.text) for p in pairs])  # type: ignore[attr-defined]
     if score == "fused":
         return np.asarray(grader.probabilities(scored.logits), dtype=np.float64)  # type: ignore[attr-defined]

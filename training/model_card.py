@@ -76,7 +76,9 @@ def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
     lines = ["", "## Fusion with the frozen bi-encoder (`crag fuse`)",
              f"score = {w_ce:.4f} * cross-encoder logit + {w_cos:.4f} * bi-encoder cosine + {head.bias:.4f}"
              f" (cosine share {fusion['cosine_share']:.2f} of the standardised score), chosen so that the worst"
-             " domain of the fusion data gains the most over the cosine alone; then calibrated and thresholded.",
+             " domain of the fusion data gains the most over the cosine alone; then calibrated and thresholded."
+             + ("" if head.uses_cross_encoder else " The cross-encoder got no weight: this bundle grades by the"
+                " calibrated cosine alone and never runs it (`crag adapt` still reads it, to refit the mix)."),
              "| domain (fusion data) | pairs | cross-encoder | bi-encoder | fused | fused, domain left out |",
              "|---|---|---|---|---|---|"]
     for name, r in fusion["per_group"].items():

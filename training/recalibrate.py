@@ -72,9 +72,10 @@ class Recalibration:
     note: str | None
 
 
-def cross_encoder_grader(model: str | Path) -> CrossEncoderGrader:
-    """The bundle's grader; recalibration needs a cross-encoder (raw logits to refit)."""
-    grader = load_grader(resolve_bundle(model), backend="auto")
+def cross_encoder_grader(model: str | Path, *, cross_encoder: bool | None = None) -> CrossEncoderGrader:
+    """The bundle's grader; recalibration needs a cross-encoder (raw logits to refit). ``cross_encoder=True``
+    runs it even when the bundle's fusion head gives it no weight (to refit the mix)."""
+    grader = load_grader(resolve_bundle(model), backend="auto", cross_encoder=cross_encoder)
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError("recalibration needs a cross-encoder bundle")
     return grader

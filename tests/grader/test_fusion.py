@@ -70,3 +70,36 @@ def test_cosines_read_windows_in_whatever_order_the_embedder_returns_them():
     embedder.embed = lambda texts: _Embedder.embed(embedder, [t.removeprefix("z-") for t in texts])
     pairs = [("q", "z-half"), ("q", "long:other,same"), ("q", "z-half")]
     assert np.allclose(cosines(embedder, pairs, max_windows=4), [0.6, 1.0, 0.6])
+
+
+def test_a_head_without_cross_encoder_weight_ignores_its_logits():
+    head = FusionHead(weights=(0.0, 4.0), bias=-1.0)
+    assert not head.uses_cross_encoder and FusionHead(weights=(0.1, 4.0), bias=0.0).uses_cross_encoder
+    fused = head.combine(np.array([np.nan, np.nan]), np.array([0.5, 0.0]))  # a grader that did not run it
+    assert fused.tolist() == [1.0, -1.0]
+
+
+def test_a_bundle_whose_fusion_gives_the_cross_encoder_no_weight_never_runs_it():
+    from grader.factory import load_grader
+
+    fast = load_grader("fast")  # its fusion chose the cosine alone (weight 0 on the cross-encoder)
+    assert fast.fusion.weights[0] == 0.0 and not fast.runs_cross_encoder
+    forced = load_grader("fast", cross_encoder=True)
+    pairs = [("What religion were the Normans?", "The Normans were Catholic Christians. " * 3),
+             ("What religion were the Normans?", "Warsaw is the capital of Poland. " * 200)]  # several windows
+    skipped, run = fast.score_pairs(pairs), forced.score_pairs(pairs)
+    assert skipped.batch_seconds == [] and len(run.batch_seconds) >= 2  # no cross-encoder call at all
+    assert np.isnan(skipped.fusion_inputs[0]).all() and np.isfinite(run.fusion_inputs[0]).all()
+    assert skipped.logits.tolist() == run.logits.tolist()  # the same scores, bit for bit
+    assert skipped.windows.tolist() == run.windows.tolist() and skipped.truncated.tolist() == run.truncated.tolist()
+    assert fast.describe()["runs_cross_encoder"] is False
+
+
+def test_the_cross_encoder_of_a_bundle_that_scores_with_it_cannot_be_left_out():
+    from grader.factory import load_grader
+    from models.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot be left out"):
+        load_grader("default", cross_encoder=False)
+    with pytest.raises(ConfigError, match="True, False or None"):
+        load_grader("default", cross_encoder="yes")

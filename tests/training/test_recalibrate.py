@@ -93,6 +93,20 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
     assert "exists" in capsys.readouterr().err
 
 
+def test_adapt_reads_the_cross_encoder_a_cosine_only_head_leaves_out(capsys, tmp_path, human):
+    """The fast bundle's head gives its cross-encoder no weight, so grading never runs it; adapting must, or
+    every candidate mix would be scored on missing logits."""
+    from pipeline.cli.main import main
+
+    out = tmp_path / "adapted-fast"
+    assert main(["adapt", "--model", "fast", "--data", str(human.path), "--target-escalation", "0.5",
+                 "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["shipped_head"]["weights"][0] == 0.0
+    assert all(np.isfinite(v) for v in report["held_out_auroc"].values())
+    assert np.isfinite(report["adapted_head"]["weights"]).all()
+
+
 def test_adapt_needs_a_fused_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path):
     from training.adapt import adapt_bundle
 
