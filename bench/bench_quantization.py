@@ -4,10 +4,12 @@ onnxruntime's dynamic int8 multiplies u8 activations by s8 weights by default; o
 AVX512-VNNI that product goes through ``vpmaddubsw``, whose int16 sums saturate. This quantises one fp32
 cross-encoder four ways (s8 and u8 weights, each with and without ``reduce_range``) and reports, against the
 fp32 logits on the same pairs: correlation, mean and max |difference|, AUROC, and the time per pair (one pair
-per call, one thread, variants interleaved round by round).
+per call, one thread, variants interleaved round by round). ``--nbits`` adds onnxruntime's block-quantised
+weight-only ``MatMulNBits`` (8-bit blocks of 32 and 128, 4-bit blocks of 32; int8 compute, accuracy_level 4),
+which needs ``pip install onnx-ir`` (its quantiser imports it).
 
   python bench/bench_quantization.py --model <ONNX bundle with model.onnx> --data runs/v3/fuse.jsonl \
-      --pairs 300 --json bench/results_quantization.json
+      --pairs 300 [--nbits] --json bench/results_quantization.json
 """
 
 from __future__ import annotations
@@ -35,12 +37,26 @@ def cpu_flags() -> list[str]:
     return sorted(f for f in flags if f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"))
 
 
+def quantize_nbits(source: Path, out: Path, bits: int, block: int) -> None:
+    """Weight-only block quantisation of every MatMul (MatMulNBits, int8 compute)."""
+    from onnxruntime.quantization import matmul_nbits_quantizer, quant_utils
+
+    config = matmul_nbits_quantizer.DefaultWeightOnlyQuantConfig(
+        block_size=block, is_symmetric=True, accuracy_level=4, quant_format=quant_utils.QuantFormat.QOperator,
+        op_types_to_quantize=("MatMul",), quant_axes=(("MatMul", 0),), bits=bits)
+    quantizer = matmul_nbits_quantizer.MatMulNBitsQuantizer(quant_utils.load_model_with_shape_infer(source),
+                                                           algo_config=config)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(out), False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="ONNX bundle holding the fp32 model.onnx")
     parser.add_argument("--data", type=Path, required=True, help="labelled pairs (JSONL)")
     parser.add_argument("--pairs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--nbits", action="store_true", help="also MatMulNBits weight-only variants (needs onnx-ir)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -73,6 +89,10 @@ def main() -> None:
             files[name] = Path(tmp) / f"{name}.onnx"
             quantize_dynamic(str(files["fp32"]), str(files[name]), weight_type=weight_type, per_channel=True,
                              reduce_range=reduce)
+        if args.nbits:
+            for bits, block in ((8, 32), (8, 128), (4, 32)):
+                files[f"nbits{bits}-block{block}"] = Path(tmp) / f"nbits{bits}-{block}.onnx"
+                quantize_nbits(files["fp32"], files[f"nbits{bits}-block{block}"], bits, block)
         sessions = {name: ort.InferenceSession(str(f), options, providers=["CPUExecutionProvider"])
                     for name, f in files.items()}
         logits = {name: np.zeros(len(feeds)) for name in sessions}

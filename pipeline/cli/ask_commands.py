@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pipeline.retrieval.qdrant_store import QdrantRetriever
 from models.output import print_json, print_table
 from models.progress import progress
+from models.registry import MODEL_OPTION_HELP
 from pipeline.retrieval.ingest import ingest
 
 __all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
@@ -156,7 +157,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--demo", action="store_true", help="use the shipped SQuAD demo corpus (built on first use)")
     p.add_argument("--tenant", default=DEMO_TENANT)
     p.add_argument("--roles", default="")
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--max-llm-calls", type=int, default=8, help="LLM calls per question, all steps together")
     p.add_argument("--deadline", type=float, default=20.0, help="seconds per question")

@@ -19,6 +19,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
 from models.output import print_json
+from models.registry import MODEL_OPTION_HELP
 from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_rows, open_graded_output
 
@@ -144,7 +145,7 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
                                  "number; needs crag-grader[parquet])")
     p.add_argument("--out", required=True, help="output JSONL, or Parquet when it ends in .parquet (written "
                                                 "atomically), or - for JSONL on stdout")
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")
     p.add_argument("--batch-size", type=int, default=None,

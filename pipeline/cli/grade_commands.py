@@ -12,6 +12,7 @@ import numpy as np
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
 from models.output import print_json, print_table
+from models.registry import MODEL_OPTION_HELP
 from models.types import Chunk
 
 __all__ = ["read_chunks", "register_bench", "register_grade"]
@@ -70,7 +71,7 @@ def _grade(args: argparse.Namespace) -> int:
 def register_grade(sub: argparse._SubParsersAction) -> None:
     """``crag grade``: grade chunks for one query."""
     p = sub.add_parser("grade", help="grade chunks for a query with a grader bundle")
-    p.add_argument("--model", default="default", help="bundle name or directory (default: the shipped grader)")
+    p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--query", required=True)
     p.add_argument("--chunks", help="JSONL with a 'text' field per line, or a text file with one chunk per line")
     p.add_argument("--chunk", action="append", help="a chunk given inline (repeatable)")
@@ -104,7 +105,7 @@ def _bench(args: argparse.Namespace) -> int:
 def register_bench(sub: argparse._SubParsersAction) -> None:
     """``crag bench``: quick latency check of a bundle (the full comparison lives in bench/)."""
     p = sub.add_parser("bench", help="measure grading latency of a bundle on this machine")
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--backend", default="onnx", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--chunks", type=int, default=20)

@@ -24,6 +24,7 @@ from grader.resilience import RetryPolicy
 from models.deps import require
 from models.errors import ConfigError
 from models.output import print_json
+from models.registry import MODEL_OPTION_HELP
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings
 from pipeline.corrective.loop import RAGConfig
 from pipeline.retrieval.index import LocalHybridIndex, Retriever
@@ -115,7 +116,7 @@ def register_serve(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--demo", action="store_true", help="serve the shipped SQuAD demo corpus")
     source.add_argument("--qdrant-url", help="Qdrant server or cluster URL (key in $QDRANT_API_KEY)")
     p.add_argument("--collection", default="crag", help="Qdrant collection")
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--threads", type=int, default=None, help="model threads per worker")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

@@ -10,7 +10,7 @@ from grader.factory import load_grader
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.output import print_json, print_table
-from models.registry import resolve_bundle
+from models.registry import MODEL_OPTION_HELP, resolve_bundle
 from training.commands.common import add_target, guarantee_delta, targets_of
 from training.data import PairSet, groups_of, load_pairs, write_pairs
 from training.labels import parse_label_map
@@ -78,7 +78,7 @@ def _cell(value: object) -> str:
 
 def register_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a grader on labelled pairs")
-    p.add_argument("--model", default="default")
+    p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--data", required=True)
     p.add_argument("--label-map")
     p.add_argument("--json", help="write the full report here")
