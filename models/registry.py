@@ -13,7 +13,7 @@ BUNDLES_DIR = Path(__file__).resolve().parent / "bundles"
 #: ``--model`` help of the commands that grade: what the shipped names are and what each trades
 MODEL_OPTION_HELP = ("grader bundle: a name or a bundle directory. Shipped: 'default' (cross-encoder fused with "
                      "the bi-encoder cosine) and 'fast' (the calibrated cosine alone: no cross-encoder pass, about "
-                     "10x faster in the pipeline, lower AUROC)")
+                     "10x faster in the pipeline, lower AUROC) (default: %(default)s)")
 _registered: dict[str, Path] = {}
 
 
