@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 from grader.cross_encoder import DEFAULT_CACHE_PAIRS, DEFAULT_MAX_WINDOWS, CrossEncoderGrader
 from grader.encoding import EncodedBatch
 from grader.policy import ThresholdPolicy
-from grader.session_pool import SessionPool
+from grader.session_pool import SessionPool, pool_size
 from models.bundle import Bundle
 from models.errors import BundleError
 
@@ -56,15 +57,34 @@ class OnnxGrader(CrossEncoderGrader):
             batch_size = INT8_BATCH_SIZE if chosen_variant == "int8" else FP32_BATCH_SIZE
         if chosen_variant == "int8" and batch_size > 1:
             cache_pairs = 0  # a batched int8 grade depends on its batch mates: not reusable
-        self.sessions = SessionPool(model_path, threads, what="grader model")
+        self.threads = pool_size(threads)
+        self._model_path = model_path
+        self._sessions: SessionPool | None = None
+        self._sessions_lock = threading.Lock()
         super().__init__(bundle, batch_size=batch_size, policy=policy, max_windows=max_windows,
-                         cache_pairs=cache_pairs, threads=self.sessions.workers, cross_encoder=cross_encoder)
+                         cache_pairs=cache_pairs, threads=self.threads, cross_encoder=cross_encoder)
         self.variant = chosen_variant
-        self.threads = self.sessions.workers
-        expected = {"input_ids", "attention_mask", "token_type_ids"}
-        if not set(self.sessions.input_names) <= expected:
-            raise BundleError(f"{model_path} has inputs {self.sessions.input_names}; expected a subset of "
-                              f"{sorted(expected)}")
+        if self.runs_cross_encoder:
+            _ = self.sessions  # loaded now, so that a model onnxruntime cannot read fails here, not at a grade
+
+    @property
+    def sessions(self) -> SessionPool:
+        """The cross-encoder's sessions, loaded on first use: a bundle whose fused score gives the cross-encoder
+        no weight never loads it (``crag adapt`` on such a bundle does)."""
+        if self._sessions is None:
+            with self._sessions_lock:
+                if self._sessions is None:
+                    pool = SessionPool(self._model_path, self.threads, what="grader model")
+                    expected = {"input_ids", "attention_mask", "token_type_ids"}
+                    if not set(pool.input_names) <= expected:
+                        raise BundleError(f"{self._model_path} has inputs {pool.input_names}; expected a subset of "
+                                          f"{sorted(expected)}")
+                    self._sessions = pool
+        return self._sessions
+
+    @sessions.setter
+    def sessions(self, pool: SessionPool) -> None:
+        self._sessions = pool
 
     def _logits(self, batch: EncodedBatch) -> np.ndarray:
         out = self.sessions.run({"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,

@@ -22,7 +22,7 @@ import numpy as np
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
-__all__ = ["SessionPool", "default_workers"]
+__all__ = ["SessionPool", "default_workers", "pool_size"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,6 +37,13 @@ def default_workers() -> int:
     return max(1, min(4, cores))
 
 
+def pool_size(workers: int | None) -> int:
+    """The number of sessions to hold: ``workers`` (validated), or :func:`default_workers` for None."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise ConfigError(f"threads must be a positive int (the cores to use), got {workers!r}")
+    return workers or default_workers()
+
+
 class SessionPool:
     """``workers`` sessions of one model, each with one intra-op thread, and the threads that drive them.
 
@@ -45,10 +52,8 @@ class SessionPool:
     """
 
     def __init__(self, model_path: str | Path, workers: int | None = None, *, what: str = "model") -> None:
-        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-            raise ConfigError(f"threads must be a positive int (the cores to use), got {workers!r}")
+        self.workers = pool_size(workers)
         ort = require("onnxruntime", "onnx")
-        self.workers = workers or default_workers()
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1

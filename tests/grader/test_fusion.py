@@ -93,6 +93,7 @@ def test_a_bundle_whose_fusion_gives_the_cross_encoder_no_weight_never_runs_it()
     assert skipped.logits.tolist() == run.logits.tolist()  # the same scores, bit for bit
     assert skipped.windows.tolist() == run.windows.tolist() and skipped.truncated.tolist() == run.truncated.tolist()
     assert fast.describe()["runs_cross_encoder"] is False
+    assert fast._sessions is None  # never even loaded: no memory or start-up spent on it
 
 
 def test_the_cross_encoder_of_a_bundle_that_scores_with_it_cannot_be_left_out():
