@@ -4,7 +4,7 @@ Each measurement runs in a new process (nothing warm but the OS file cache), ``-
 first service start builds the demo index in a fresh cache folder and is reported apart from later
 starts, which find it. Also checks that the inference path never imports torch.
 
-Run: python bench/bench_startup.py [--runs 5] [--json bench/results_startup.json]
+Run: python bench/bench_startup.py [--runs 5] [--model default|fast] [--json bench/results_startup.json]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from grader import load_grader
 t1 = time.perf_counter()
-grader = load_grader("default")
+grader = load_grader(sys.argv[1])
 t2 = time.perf_counter()
 grader.grade("What is the capital of France?", ["Paris is the capital and largest city of France."])
 t3 = time.perf_counter()
@@ -40,19 +40,21 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "first_grade_s": t3 - 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    library = [json.loads(subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
-                                         check=True).stdout) for _ in range(args.runs)]
+    library = [json.loads(subprocess.run([sys.executable, "-c", PROBE, args.model], cwd=ROOT, capture_output=True,
+                                         text=True, check=True).stdout) for _ in range(args.runs)]
     if any(run["torch_imported"] for run in library):
         raise SystemExit("the inference path imported torch")
     with tempfile.TemporaryDirectory() as tmp:
         ready = []
         for _ in range(args.runs):
-            service = Service(Path(tmp))
+            service = Service(Path(tmp), "--model", args.model)
             ready.append(service.ready_seconds)
             service.stop()
     report = {
+        "model": args.model,
         "library_median_s": {key: statistics.median(run[key] for run in library)
                              for key in ("import_s", "load_s", "first_grade_s", "total_s")},
         "torch_imported": False,
