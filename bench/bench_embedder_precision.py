@@ -52,15 +52,14 @@ def fused_by_variant(work: Path, embedders: dict) -> dict:
     chosen on ``<work>/fuse.jsonl`` for each, as ``crag fuse`` chooses it."""
     from grader.factory import load_grader
     from grader.fusion import cosines
-    from training.data import model_decided
     from training.fusion import choose_fusion
     from training.metrics import auroc, binary_labels
-    from training.recipe import domain_sets
+    from training.recipe import model_decided_by_domain
 
     grader = load_grader("default")
 
     def split(path: Path) -> tuple[list, list[str]]:
-        rows = [(d, p) for d, ps in domain_sets(path).items() for p in model_decided(ps)[0].pairs]
+        rows = model_decided_by_domain(path)
         return [p for _, p in rows], [d for d, _ in rows]
 
     (fuse, g_f), (held, g_h) = split(work / "fuse.jsonl"), split(work / "heldout.jsonl")

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder  # noqa: E402
 from grader.fusion import cosines  # noqa: E402
 from pipeline.retrieval.strips import sentence_strips  # noqa: E402
-from training.data import load_pairs, model_decided  # noqa: E402
 from training.metrics import auroc, binary_labels  # noqa: E402
+from training.recipe import model_decided_by_domain  # noqa: E402
 
 
 def standardised(values: np.ndarray) -> np.ndarray:
@@ -52,10 +52,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    data, _ = model_decided(load_pairs(args.data))
     by_domain: dict[str, list] = defaultdict(list)
-    for pair in data.pairs:
-        by_domain[(pair.metadata or {}).get("domain", "all")].append(pair)
+    for domain, pair in model_decided_by_domain(Path(args.data)):
+        by_domain[domain].append(pair)
     embedder = OnnxMiniLMEmbedder(EMBEDDER_DIR, batch_size=1, threads=args.threads)
     report: dict = {"data": args.data, "domains": {}}
     for domain, pairs in sorted(by_domain.items()):

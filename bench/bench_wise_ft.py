@@ -142,10 +142,10 @@ def main() -> None:
     from grader.fusion import cosines
     from grader.torch_model import build_cross_encoder
     from training.base_models import resolve_base
-    from training.data import load_pairs, model_decided, write_pairs
+    from training.data import load_pairs, write_pairs
     from training.fusion import choose_fusion
     from training.metrics import auroc, binary_labels
-    from training.recipe import domain_sets
+    from training.recipe import model_decided_by_domain
 
     torch.set_num_threads(args.threads)
     shipped = load_grader(args.model)
@@ -187,16 +187,8 @@ def main() -> None:
         print(write_torch_bundle(base, shipped.bundle, args.save_to, alpha=specs[0], probe=probe))
         return
 
-    def pairs_of(path: Path):
-        out = []
-        for domain, ps in domain_sets(path).items():
-            kept, _ = model_decided(ps)
-            chosen = kept.pairs[: args.limit] if args.limit else kept.pairs
-            out += [(domain, p) for p in chosen]
-        return out
-
-    fuse = pairs_of(args.work / "fuse.jsonl")
-    held = pairs_of(args.work / "heldout.jsonl")
+    fuse = model_decided_by_domain(args.work / "fuse.jsonl", args.limit)
+    held = model_decided_by_domain(args.work / "heldout.jsonl", args.limit)
     texts_f = [(p.query, p.text) for _, p in fuse]
     texts_h = [(p.query, p.text) for _, p in held]
     y_f = binary_labels([p for _, p in fuse])

@@ -27,7 +27,7 @@ from typing import Any
 from models.errors import DataError
 from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
-from training.data import LabelledPair, PairSet, group_by_query, load_pairs, write_pairs
+from training.data import LabelledPair, PairSet, group_by_query, load_pairs, model_decided, write_pairs
 from training.data_mix import (
     degenerate_negatives,
     graded_pairs,
@@ -39,7 +39,7 @@ from training.data_mix import (
     wikiqa_sampled,
 )
 
-__all__ = ["RecipeConfig", "prepare_default_data", "run_default_recipe"]
+__all__ = ["RecipeConfig", "domain_sets", "model_decided_by_domain", "prepare_default_data", "run_default_recipe"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +193,16 @@ def domain_sets(path: Path) -> dict[str, PairSet]:
     for p in load_pairs(path).pairs:
         out.setdefault(p.metadata.get("domain", "unknown"), []).append(p)
     return {d: PairSet(ps, path=f"{path}#{d}") for d, ps in sorted(out.items())}
+
+
+def model_decided_by_domain(path: Path, limit: int | None = None) -> list[tuple[str, LabelledPair]]:
+    """(domain, pair) for the pairs of a split file that reach the model (rule-decided echoes left out, as
+    calibration and evaluation leave them out), domains in name order, at most ``limit`` pairs per domain."""
+    out: list[tuple[str, LabelledPair]] = []
+    for domain, pairs in domain_sets(path).items():
+        kept = model_decided(pairs)[0].pairs
+        out += [(domain, p) for p in (kept[:limit] if limit else kept)]
+    return out
 
 
 def fusion_splits(files: dict[str, Path], work: Path, config: RecipeConfig) -> tuple[Path, Path]:

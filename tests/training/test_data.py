@@ -99,3 +99,20 @@ def test_model_decided_leaves_out_rule_decided_pairs_and_warns_of_relevant_ones(
     assert len(warning) == 1 and "2 of 3 pairs are decided by rule" in warning[0].message
     assert "1 of them labelled relevant" in warning[0].message
     assert model_decided(kept)[0] is kept  # nothing to leave out: the same set
+
+
+def test_model_decided_by_domain_groups_leaves_out_echoes_and_caps(tmp_path):
+    from training.recipe import model_decided_by_domain
+
+    def pair(query, text, domain):
+        return LabelledPair(query=query, text=text, label=Verdict.IRRELEVANT, query_id=query,
+                            metadata={"domain": domain})
+
+    path = tmp_path / "split.jsonl"
+    write_pairs([pair("What is Z?", "Z is a letter.", "web"), pair("hello", "hello", "web"),
+                 pair("What is A?", "A is a vowel.", "biomedical"), pair("What is B?", "B is a consonant.", "biomedical"),
+                 pair("What is C?", "C is a consonant.", "biomedical")], path)
+    got = model_decided_by_domain(path)
+    assert [(d, p.text) for d, p in got] == [("biomedical", "A is a vowel."), ("biomedical", "B is a consonant."),
+                                             ("biomedical", "C is a consonant."), ("web", "Z is a letter.")]
+    assert [d for d, _ in model_decided_by_domain(path, limit=1)] == ["biomedical", "web"]
