@@ -110,7 +110,8 @@ def test_model_decided_by_domain_groups_leaves_out_echoes_and_caps(tmp_path):
 
     path = tmp_path / "split.jsonl"
     write_pairs([pair("What is Z?", "Z is a letter.", "web"), pair("hello", "hello", "web"),
-                 pair("What is A?", "A is a vowel.", "biomedical"), pair("What is B?", "B is a consonant.", "biomedical"),
+                 pair("What is A?", "A is a vowel.", "biomedical"),
+                 pair("What is B?", "B is a consonant.", "biomedical"),
                  pair("What is C?", "C is a consonant.", "biomedical")], path)
     got = model_decided_by_domain(path)
     assert [(d, p.text) for d, p in got] == [("biomedical", "A is a vowel."), ("biomedical", "B is a consonant."),
