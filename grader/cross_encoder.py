@@ -129,7 +129,7 @@ class CrossEncoderGrader:
             # depend on its batch mates (dynamic int8 quantisation, see grader.onnx_backend)
             self.fusion_embedder = OnnxMiniLMEmbedder(bundle.path / self.fusion.embedder, verify=False, batch_size=1,
                                                       threads=threads)
-        if cross_encoder not in (None, True, False):
+        if cross_encoder is not None and not isinstance(cross_encoder, bool):
             raise ConfigError(f"cross_encoder must be True, False or None (run it when the score uses it), "
                               f"got {cross_encoder!r}")
         if cross_encoder is False and (self.fusion is None or self.fusion.uses_cross_encoder):

@@ -209,9 +209,9 @@ def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, la
                                          max_flip=max_flip)
     notes = [recal.note] if recal.note else []
     if not choice.head.uses_cross_encoder:
-        notes.append("the cross-encoder lifted no domain over the cosine alone, so the fused bundle gives it no "
-                     "weight and grades by the calibrated cosine; it never runs the cross-encoder (`crag adapt` "
-                     "still reads it, to refit the mix on your labels)")
+        notes.append("mixing in the cross-encoder did not lift the worst domain over the cosine alone, so the fused "
+                     "bundle gives it no weight and grades by the calibrated cosine; it never runs the cross-encoder "
+                     "(`crag adapt` still reads it, to refit the mix on your labels)")
     return {"out": str(written), "cosine_share": choice.cosine_share, "per_domain": choice.per_group,
             "leave_one_domain_out": choice.leave_one_out, "thresholds": recal.choice.to_dict(),
             "parity": parity, "warning": "; ".join(notes) or None}

@@ -102,5 +102,6 @@ def test_the_cross_encoder_of_a_bundle_that_scores_with_it_cannot_be_left_out():
 
     with pytest.raises(ConfigError, match="cannot be left out"):
         load_grader("default", cross_encoder=False)
-    with pytest.raises(ConfigError, match="True, False or None"):
-        load_grader("default", cross_encoder="yes")
+    for wrong in ("yes", 1):
+        with pytest.raises(ConfigError, match="True, False or None"):
+            load_grader("default", cross_encoder=wrong)

@@ -21,6 +21,15 @@ def test_card_of_the_default_marks_untrained_domains(tmp_path):
     assert "Reproduce: `crag recipe" in card
     assert "These weights are not the recipe's own" in card and "bench/remeasure_heldout.py --model" in card
     assert "validation of the cross-encoder (before fusion) | n/a" not in card  # no row of empty cells
+    assert "got no weight" not in card  # the default's fusion uses its cross-encoder
+
+
+def test_the_card_of_a_bundle_whose_fusion_drops_the_cross_encoder_says_it_never_runs_it(tmp_path):
+    bundle = tmp_path / "fast"
+    shutil.copytree(resolve_bundle("fast"), bundle)
+    card = write_model_card(bundle, {}).read_text(encoding="utf-8")
+    assert ("The cross-encoder got no weight: this bundle grades by the calibrated cosine alone and never runs it"
+            in card)
 
 
 def test_the_reference_section_is_rendered_again_in_place_or_added_to_an_older_card(tmp_path):
