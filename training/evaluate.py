@@ -14,7 +14,7 @@ from grader.shift import compare_to_reference
 from grader.thresholds import tradeoff_curve
 from models.deps import require
 from models.errors import ConfigError
-from training.data import PairSet
+from training.data import PairSet, groups_of
 from training.metrics import binary_labels, compute_metrics, reliability_bins
 
 __all__ = ["evaluate_bundle", "evaluate_grader", "write_plots", "write_report"]
@@ -22,12 +22,14 @@ __all__ = ["evaluate_bundle", "evaluate_grader", "write_plots", "write_report"]
 EVAL_BLOCK = 512  # pairs scored between two progress updates
 
 
-def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int | None = None) -> dict[str, Any]:
+def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: int | None = None,
+                    group_by: str | None = None) -> dict[str, Any]:
     """Score every pair and compute the report (curves included for plotting).
 
     ``batch_size`` defaults to the grader's own, so the figures match what the grader does in service. Pairs
     that ``grade`` decides by rule (query echoes, wordless chunks) get what it gives them, probability 0, and
-    are counted in ``rule_decided``; the model scores the rest.
+    are counted in ``rule_decided``; the model scores the rest. ``group_by`` (a metadata field such as
+    ``domain``) adds ``per_group``: the same metrics for each group's pairs.
     """
     if not data.pairs:
         raise ConfigError("nothing to evaluate: the data has no labelled pairs")
@@ -48,6 +50,18 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
                              else "every pair was decided by rule"})
     report["batch_size"] = batch_size
     report["model"] = grader.describe()
+    groups = groups_of(data.pairs, group_by)
+    if groups is not None and not any(groups):
+        fields = sorted({k for p in data.pairs for k in p.metadata})
+        raise ConfigError(f"--group-by {group_by!r}: no pair has that field; fields in the metadata: "
+                          f"{', '.join(fields) or 'none'} (or 'source')")
+    if groups is not None:
+        report["per_group"] = {}
+        for name in sorted(set(groups)):
+            rows = [i for i, g in enumerate(groups) if g == name]
+            part = compute_metrics([data.pairs[i] for i in rows], probs[rows], grader.policy)
+            part.pop("thresholds")
+            report["per_group"][name or "(none)"] = part
     report["reliability"] = reliability_bins(probs, y)
     report["tradeoff"] = tradeoff_curve(probs, y) if y.min() != y.max() else []
     return report

@@ -79,6 +79,9 @@ def compute_metrics(
         "escalation_rate": float(band.mean()),
         "auto_error_rate": float(auto_errors / auto.sum()) if auto.any() else 0.0,
         "auto_decided": int(auto.sum()),
+        # how confident it is where it is right: the mean probability over each class (None when a class is absent)
+        "mean_p_relevant": float(probs[y == 1].mean()) if y.any() else None,
+        "mean_p_irrelevant": float(probs[y == 0].mean()) if not y.all() else None,
         "ece": expected_calibration_error(probs, y),
         "brier": float(skm.brier_score_loss(y, probs)) if len(set(y)) > 1 else float(np.mean((probs - y) ** 2)),
         "confusion_matrix": {

@@ -26,20 +26,27 @@ def _eval(args: argparse.Namespace) -> int:
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError(f"crag eval needs a cross-encoder bundle, got {type(grader).__name__}")
     if args.cascade:
+        if args.group_by:
+            raise ConfigError("--group-by is for the plain report; run `crag eval --cascade` on each group's file")
         return _eval_cascade(args, grader, data)
-    report = evaluate_grader(grader, data, batch_size=args.batch_size)
+    report = evaluate_grader(grader, data, batch_size=args.batch_size, group_by=args.group_by)
     report["data"] = data.summary()
     if args.json:
         write_report(report, args.json)
     if args.plots:
         report["plots"] = [str(p) for p in write_plots(report, args.plots)]
     keys = ("n", "auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate",
-            "ece", "brier", "latency_ms_per_batch", "plots")
+            "mean_p_relevant", "mean_p_irrelevant", "ece", "brier", "latency_ms_per_batch", "plots")
     summary = {k: report.get(k) for k in keys}
     shift = report["shift"]
     summary["data_shift"] = shift["message"] or ("none detected" if shift["shifted"] is False else None)
+    if "per_group" in report:
+        summary["per_group"] = {name: {k: part[k] for k in GROUP_KEYS} for name, part in report["per_group"].items()}
     print_json(summary)
     return 0
+
+
+GROUP_KEYS = ("n", "positives", "auroc", "escalation_rate", "auto_error_rate", "mean_p_relevant", "mean_p_irrelevant")
 
 
 def _eval_cascade(args: argparse.Namespace, grader: CrossEncoderGrader, data: PairSet) -> int:
@@ -82,6 +89,7 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True)
     p.add_argument("--label-map")
     p.add_argument("--json", help="write the full report here")
+    p.add_argument("--group-by", help="also report each group of pairs apart, by this metadata field (e.g. domain)")
     p.add_argument("--plots", help="path prefix for PNG plots (reliability, error vs escalation)")
     p.add_argument("--backend", default="auto", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=None)

@@ -43,6 +43,25 @@ def test_eval_writes_report_and_plots(capsys, tmp_path, squad_pairs_file):
     assert "data_shift" in json.loads(capsys.readouterr().out)
 
 
+def test_eval_reports_each_group_and_mean_probabilities(capsys, tmp_path, squad_pairs_file):
+    rows = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
+    tagged = tmp_path / "tagged.jsonl"  # two made-up domains, alternating by query
+    queries = sorted({r["query"] for r in rows})
+    tagged.write_text("".join(json.dumps({**r, "metadata": {"domain": "a" if queries.index(r["query"]) % 2 else "b"}})
+                              + "\n" for r in rows), encoding="utf-8")
+    assert main(["eval", "--data", str(tagged), "--group-by", "domain", "--json", str(tmp_path / "r.json")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    full = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert set(summary["per_group"]) == {"a", "b"}
+    assert sum(g["n"] for g in summary["per_group"].values()) == summary["n"] == len(rows)
+    assert 0 <= summary["mean_p_irrelevant"] < summary["mean_p_relevant"] <= 1
+    for name, group in full["per_group"].items():  # each group's figures are the pairs of that group alone
+        mine = [r for r in rows if ("a" if queries.index(r["query"]) % 2 else "b") == name]
+        assert group["n"] == len(mine) and group["positives"] == sum(r["label"] != "irrelevant" for r in mine)
+    assert main(["eval", "--data", str(tagged), "--group-by", "domian"]) == 2
+    assert "no pair has that field; fields in the metadata: domain" in capsys.readouterr().err
+
+
 def test_eval_reports_a_data_shift_naming_the_fix(capsys, tmp_path, squad_pairs_file):
     rows = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
     shifted = tmp_path / "long.jsonl"  # the same pairs with chunks ten times longer than anything calibrated on
