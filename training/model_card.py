@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.fusion import FusionHead
+from grader.policy import answer_floor_of
 from models.bundle import read_bundle
 from training.recalibrate import calibrate_command
 
@@ -113,12 +114,13 @@ def _reference_lines(m: Any) -> list[str]:
 
 def _answerability_lines(m: Any) -> list[str]:
     """The grader-only answer floor (`crag answerability`) and what it does to each domain's answer rate."""
-    entry = m.answerability
-    if not entry or entry.get("floor") is None:
+    floor = answer_floor_of(m.answerability, m.name)
+    if floor is None:
         return []
+    entry = m.answerability
     fitted = entry.get("fitted_on") or {}
     lines = ["", "## Answerability floor (grader-only answers)",
-             f"Without an LLM, the pipeline answers only when some retrieved chunk reaches P = {entry['floor']:.3f};",
+             f"Without an LLM, the pipeline answers only when some retrieved chunk reaches P = {floor:.3f};",
              "otherwise it abstains instead of quoting related text. Fitted by `crag answerability` on "
              f"{fitted.get('queries')} questions",
              f"(`{fitted.get('path')}`) as the {entry.get('objective')} (binding: {entry.get('binding_group')}).",

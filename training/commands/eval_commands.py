@@ -18,6 +18,10 @@ from training.labels import parse_label_map
 __all__ = ["register_answerability", "register_calibrate", "register_eval", "register_reference"]
 
 
+#: what `crag eval --group-by` prints for each group (the --json report holds every metric)
+GROUP_KEYS = ("n", "positives", "auroc", "escalation_rate", "auto_error_rate", "mean_p_relevant", "mean_p_irrelevant")
+
+
 def _eval(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate_grader, write_plots, write_report
 
@@ -45,8 +49,6 @@ def _eval(args: argparse.Namespace) -> int:
     print_json(summary)
     return 0
 
-
-GROUP_KEYS = ("n", "positives", "auroc", "escalation_rate", "auto_error_rate", "mean_p_relevant", "mean_p_irrelevant")
 
 
 def _eval_cascade(args: argparse.Namespace, grader: CrossEncoderGrader, data: PairSet) -> int:
@@ -217,11 +219,10 @@ def _answerability(args: argparse.Namespace) -> int:
 def register_answerability(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("answerability", help="fit the best-chunk probability below which a grader-only answer "
                                              "abstains, on questions with and without an answer in their chunks")
-    p.add_argument("--model", default="default", help="bundle name or directory")
-    p.add_argument("--data", required=True, help="labelled pairs grouped by question; a question none of whose "
-                                                 "chunks is relevant or partial counts as unanswerable")
+    _labelled_bundle_io(p, "bundle name or directory", "labelled pairs grouped by question; a question none of "
+                        "whose chunks is relevant or partial counts as unanswerable",
+                        "new bundle directory (the source is never changed)")
     p.add_argument("--test", help="labelled pairs of other questions to report the floor on (not used to fit it)")
-    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
     p.add_argument("--group-by", default=None, help="a metadata field (or 'source'): the answer rate must hold in "
                                                     "every group")
     p.add_argument("--min-answer-rate", type=float, default=0.75,
@@ -229,16 +230,20 @@ def register_answerability(sub: argparse._SubParsersAction) -> None:
                         "the highest that keeps it, abstaining on as many unanswerable questions as it allows")
     p.add_argument("--min-per-class", type=int, default=10,
                    help="answerable questions a group needs to bind the floor (unanswerable ones: to report on it)")
-    p.add_argument("--out", required=True, help="new bundle directory (the source is never changed)")
     p.set_defaults(handler=_answerability)
 
 
-def _bundle_from_labels(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:
-    """Options shared by the commands that write a new bundle from a bundle and labelled pairs."""
+def _labelled_bundle_io(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:
+    """--model, --data, --label-map and --out of the commands that write a new bundle from labelled pairs."""
     p.add_argument("--model", default="default", help=model_help)
     p.add_argument("--data", required=True, help=data_help)
     p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
     p.add_argument("--out", required=True, help=out_help)
+
+
+def _bundle_from_labels(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:
+    """Options shared by the commands that refit a bundle's calibration and thresholds on labelled pairs."""
+    _labelled_bundle_io(p, model_help, data_help, out_help)
     p.add_argument("--no-guarantee", action="store_true",
                    help="choose thresholds on the point estimate (no finite-sample guarantee; not recommended)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/test split by query")
