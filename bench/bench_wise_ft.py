@@ -168,8 +168,11 @@ def main() -> None:
         return float(high)
 
     def interpolated(spec: str | float) -> dict:
-        return {k: (1.0 - alpha_of(k, spec)) * base_state[k] + alpha_of(k, spec) * tuned_state[k]
-                if base_state[k].is_floating_point() else tuned_state[k] for k in base_state}
+        def mixed(key: str):
+            a = alpha_of(key, spec)
+            return (1.0 - a) * base_state[key] + a * tuned_state[key]
+
+        return {k: mixed(k) if base_state[k].is_floating_point() else tuned_state[k] for k in base_state}
 
     scratch = Path("/tmp/crag-wise-ft")
     scratch.mkdir(parents=True, exist_ok=True)
