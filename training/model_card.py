@@ -196,6 +196,26 @@ def _weight_ensemble_lines(m: Any) -> list[str]:
             f" on domains not trained on. Made with `{ensemble.get('command')}`, then `crag export` and `crag fuse`."]
 
 
+def _recipe_command(m: Any) -> str:
+    """The `crag recipe` command that made this bundle: the options of its recorded recipe settings that differ
+    from the recipe's defaults (a distilled student's --layers and --teacher, its --name, ...)."""
+    from training.recipe import RecipeConfig  # lazily: the recipe module imports this one to write cards
+
+    recorded = m.training.get("config", {}).get("extra", {}).get("recipe_config") or {}
+    default = RecipeConfig()
+    options = [f"--{key.replace('_', '-')} {recorded[key]:g}" if isinstance(recorded[key], float)
+               else f"--{key.replace('_', '-')} {recorded[key]}"
+               for key in ("seed", "layers", "teacher", "distill_weight", "max_minutes")
+               if key in recorded and recorded[key] != getattr(default, key)
+               and (key != "distill_weight" or recorded.get("teacher"))]
+    if recorded.get("cosine_offset"):
+        options.append("--cosine-offset")
+    name = recorded.get("name", default.name)
+    if name != default.name:
+        options.append(f"--name {name}")
+    return " ".join(["crag recipe --data ../shared/data --work runs/v3", *options, f"--out models/bundles/{name}"])
+
+
 def _weight_ensemble_reproduce(m: Any) -> list[str]:
     """For weights interpolated after the recipe: the steps after it, which the recipe does not take."""
     if not m.training.get("weight_ensemble"):
@@ -279,7 +299,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "  default), or fine-tune with `crag train`.",
         "- It judges whether a passage answers the question, not whether the passage is true.",
         "",
-        "Reproduce: `crag recipe --data ../shared/data --work runs/v3 --out models/bundles/default` (trains, exports,",
+        f"Reproduce: `{_recipe_command(m)}` (trains, exports,",
         "fuses with `crag fuse`, calibrates and measures every table above; stages already in `--work` are reused).",
         *_weight_ensemble_reproduce(m),
         "",
