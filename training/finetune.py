@@ -249,8 +249,11 @@ def _layer_groups(model: Any, config: TrainConfig) -> list[dict[str, Any]]:
     return out
 
 
-def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainConfig) -> TrainResult:
-    """Fine-tune, calibrate, choose thresholds, and write a torch bundle to ``out``."""
+def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainConfig,
+                 soft_targets: np.ndarray | None = None) -> TrainResult:
+    """Fine-tune, calibrate, choose thresholds, and write a torch bundle to ``out``. ``soft_targets``: a teacher's
+    probability per training pair from any source (e.g. the frozen bi-encoder's calibrated cosine), mixed with
+    the labels by ``distill_weight`` as a ``teacher`` bundle's are; not with ``teacher``."""
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     tqdm = require("tqdm", "train").tqdm
@@ -278,6 +281,12 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
+    if soft_targets is not None:
+        soft = np.asarray(soft_targets, dtype=np.float32)
+        if config.teacher or soft.shape != targets.shape or not np.all((soft >= 0) & (soft <= 1)):
+            raise ConfigError(f"soft_targets must be {len(pairs)} probabilities in [0, 1], one per training pair, "
+                              f"and exclude TrainConfig.teacher (got shape {soft.shape}, teacher {config.teacher})")
+        targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
     if config.teacher:
         t0 = time.perf_counter()
         soft = teacher_probabilities(config.teacher, pairs, config.teacher_score)
