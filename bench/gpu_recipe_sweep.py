@@ -180,7 +180,6 @@ def main() -> None:
     t0 = time.perf_counter()
     cos_f = base_cosines(args.base, texts_f, args.device, recipe.max_length)
     cos_h = base_cosines(args.base, texts_h, args.device, recipe.max_length)
-    cos_train = base_cosines(args.base, [(p.query, p.text) for p in train], args.device, recipe.max_length)
     results: dict = {"what": __doc__.split("\n\n")[0], "device": args.device,
                      "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else None,
                      "pairs": {"train": len(train), "val": len(val), "fuse": len(fuse), "heldout": len(held)},
@@ -188,8 +187,11 @@ def main() -> None:
 
     from sklearn.linear_model import LogisticRegression
 
-    fit = LogisticRegression(C=100.0).fit(cos_train[:, None], binary_labels(train))
-    soft_cos = fit.predict_proba(cos_train[:, None])[:, 1]
+    soft_cos = None
+    if "distill_cos" in args.variants:  # the cosine of every training pair, only when a variant learns from it
+        cos_train = base_cosines(args.base, [(p.query, p.text) for p in train], args.device, recipe.max_length)
+        fit = LogisticRegression(C=100.0).fit(cos_train[:, None], binary_labels(train))
+        soft_cos = fit.predict_proba(cos_train[:, None])[:, 1]
 
     base_config = TrainConfig(
         base=str(args.base), max_length=recipe.max_length, epochs=3.0, max_steps=args.max_steps,
