@@ -90,7 +90,8 @@ def finetuned_state(base_state: dict, onnx_path: Path) -> tuple[dict, dict[str, 
     return state, matched
 
 
-def write_torch_bundle(model, source, out: Path, *, alpha: float | str, probe: Path) -> Path:
+def write_torch_bundle(model, source, out: Path, *, alpha: float | str, probe: Path,
+                       finetuned: Path | None = None) -> Path:
     """``model`` as a torch bundle in ``out`` (for ``crag export``): the manifest is the fused ``source``
     bundle's, without its fusion, calibration evidence or ONNX files, plus how the weights were made."""
     from grader.torch_model import save_cross_encoder
@@ -104,13 +105,17 @@ def write_torch_bundle(model, source, out: Path, *, alpha: float | str, probe: P
     shutil.copy(probe, out / "probe.jsonl")
     manifest = source.manifest.model_dump(exclude={"files", "model_files", "parity", "input_names", "versions"})
     manifest.update(backend="torch", model_files={"torch": "model.safetensors"}, fusion={}, metrics={})
-    training = {k: v for k, v in manifest["training"].items()
-                if k not in ("fused_on", "recalibrated_on", "recalibrated_with")}
+    trained_by = (json.loads((finetuned / "manifest.json").read_text(encoding="utf-8"))["training"]
+                  if finetuned else manifest["training"])
+    training = {k: v for k, v in trained_by.items()
+                if k not in ("fused_on", "recalibrated_on", "recalibrated_with", "weight_ensemble")}
     training["weight_ensemble"] = {
         "method": "WiSE-FT: (1 - alpha) * base + alpha * fine-tuned weights", "alpha": alpha,
         "base": "default-base (all-MiniLM-L6-v2 with the untrained segment-pooling head)",
-        "fine_tuned": f"the cross-encoder of {source.path.name} (its int8 weights, dequantised)",
-        "command": f"python bench/bench_wise_ft.py --model <{source.path.name} bundle it was made from> "
+        "fine_tuned": (f"the checkpoint {finetuned.name} (float32)" if finetuned else
+                       f"the cross-encoder of {source.path.name} (its int8 weights, dequantised)"),
+        "command": (f"python bench/bench_wise_ft.py --finetuned <{finetuned.name}> " if finetuned else
+                    f"python bench/bench_wise_ft.py --model <{source.path.name} bundle it was made from> ")
                    + (f"--alpha {alpha:g}" if isinstance(alpha, float) else f"--alpha --layerwise {alpha}")
                    + " --save-to <dir>"}
     manifest["training"] = training
@@ -122,6 +127,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("runs/v3"))
     parser.add_argument("--model", default="default", help="the fused int8 bundle whose cross-encoder is rebuilt")
+    parser.add_argument("--finetuned", type=Path, default=None,
+                        help="a fine-tuned float32 checkpoint folder (config.json, head_config.json, "
+                             "model.safetensors, manifest.json; e.g. from bench/gpu_recipe_sweep.py --join) to "
+                             "interpolate instead of --model's rebuilt cross-encoder; --model then only lends its "
+                             "manifest and max_windows")
     parser.add_argument("--probe", type=Path, default=None,
                         help="parity-probe pairs for a later `crag export` (default: 1,000 of <work>/fuse.jsonl)")
     parser.add_argument("--alpha", type=float, nargs="*", default=[0.0, 0.25, 0.5, 0.75, 1.0])
@@ -151,10 +161,16 @@ def main() -> None:
     shipped = load_grader(args.model)
     base = build_cross_encoder(resolve_base("default-base"))
     base_state = {k: v.detach().clone() for k, v in base.state_dict().items()}
-    tuned_state, matched = finetuned_state(base_state, shipped.bundle.file("model.int8.onnx"))
-    lowest = min(v for k, v in matched.items() if k != "cross.weight")
-    print(f"rebuilt {len(matched)} matrices; lowest correlation with the base weights {lowest}",
-          flush=True)
+    if args.finetuned:
+        from grader.torch_model import load_cross_encoder
+
+        tuned_state = {k: v.detach().clone() for k, v in load_cross_encoder(args.finetuned).state_dict().items()}
+        lowest = None
+    else:
+        tuned_state, matched = finetuned_state(base_state, shipped.bundle.file("model.int8.onnx"))
+        lowest = min(v for k, v in matched.items() if k != "cross.weight")
+        print(f"rebuilt {len(matched)} matrices; lowest correlation with the base weights {lowest}",
+              flush=True)
 
     def alpha_of(key: str, spec: str | float) -> float:
         """The interpolation weight of one parameter: uniform, or by layer for a K:LOW:HIGH variant."""
@@ -187,7 +203,8 @@ def main() -> None:
             raise SystemExit("--save-to writes one model: give exactly one --alpha (or one --layerwise and --alpha "
                              "with no value)")
         base.load_state_dict(interpolated(specs[0]))
-        print(write_torch_bundle(base, shipped.bundle, args.save_to, alpha=specs[0], probe=probe))
+        print(write_torch_bundle(base, shipped.bundle, args.save_to, alpha=specs[0], probe=probe,
+                                 finetuned=args.finetuned))
         return
 
     fuse = model_decided_by_domain(args.work / "fuse.jsonl", args.limit)
@@ -204,13 +221,13 @@ def main() -> None:
     cos_h = cosines(embedder, texts_h, max_windows=shipped.max_windows)
     print(f"cosines of {len(texts_f) + len(texts_h)} pairs in {time.perf_counter() - start:.0f} s", flush=True)
 
-    results = {"model": str(args.model), "work": str(args.work), "matched_min_corr": lowest,
+    results = {"model": str(args.finetuned or args.model), "work": str(args.work), "matched_min_corr": lowest,
                "fusion_pairs": len(fuse), "heldout_pairs": len(held), "alphas": {}}
     for alpha in [*args.alpha, *args.layerwise]:
         name = f"{alpha:g}" if isinstance(alpha, float) else f"layers {alpha}"
         base.load_state_dict(interpolated(alpha))
         bundle = write_torch_bundle(base, shipped.bundle, scratch / f"a{name.replace(' ', '-')}", alpha=alpha,
-                                    probe=probe)
+                                    probe=probe, finetuned=args.finetuned)
         grader = load_grader(bundle, backend="torch", threads=args.threads)
         start = time.perf_counter()
         ce_f = grader.score_pairs(texts_f).logits

@@ -20,6 +20,10 @@ The winner's fine-tuned weights come back in fp16 parts (``--out``) for export, 
 
   python bench/gpu_recipe_sweep.py --data <dir with train/val/fuse/heldout .jsonl> --base <MiniLM dir> \\
       --out <dir> --device cuda --minutes 1.4
+  python bench/gpu_recipe_sweep.py --join <that --out dir> <checkpoint dir>   # back on the CPU machine
+
+``--join`` rebuilds the winner as a float32 torch checkpoint (config.json, head_config.json, model.safetensors,
+manifest.json of its training run), which ``bench/bench_wise_ft.py --finetuned`` interpolates, scores and saves.
 
 Runs on the CPU too (``--device cpu --max-steps 20 --limit 200`` is the smoke test), only slowly.
 """
@@ -133,7 +137,27 @@ def judge(ce_f, cos_f, y_f, g_f, ce_h, cos_h, y_h, g_h) -> dict:
             "heldout": held}
 
 
+def join_winner(parts_dir: Path, out: Path) -> Path:
+    """The winner's fp16 parts and winner.json as a float32 checkpoint folder (see the module docstring)."""
+    from safetensors.torch import load, save_file
+
+    parts = sorted(parts_dir.glob("winner.part*"), key=lambda p: int(p.name.removeprefix("winner.part")))
+    if not parts:
+        raise SystemExit(f"no winner.part* files in {parts_dir}")
+    state = load(b"".join(p.read_bytes() for p in parts))
+    meta = json.loads((parts_dir / "winner.json").read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps(meta["config"], indent=1) + "\n")
+    (out / "head_config.json").write_text(json.dumps({"head": "segment_pooling_cosine", "version": 1}) + "\n")
+    (out / "manifest.json").write_text(json.dumps(meta["manifest"], indent=1) + "\n")
+    return out
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--join":
+        print(join_winner(Path(sys.argv[2]), Path(sys.argv[3])))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--base", type=Path, required=True)

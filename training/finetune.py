@@ -287,6 +287,8 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
             raise ConfigError(f"soft_targets must be {len(pairs)} probabilities in [0, 1], one per training pair, "
                               f"and exclude TrainConfig.teacher (got shape {soft.shape}, teacher {config.teacher})")
         targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
+        config = replace(config, extra={**config.extra, "soft_targets": {  # recorded in the manifest
+            "pairs": int(soft.size), "mean": round(float(soft.mean()), 4), "weight": config.distill_weight}})
     if config.teacher:
         t0 = time.perf_counter()
         soft = teacher_probabilities(config.teacher, pairs, config.teacher_score)

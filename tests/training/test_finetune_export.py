@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -196,3 +197,26 @@ def test_training_on_top_of_the_cosine_learns_from_the_sum_and_records_the_offse
     recorded = read_bundle(out).manifest.training["config"]
     assert recorded["cosine_offset"] is True
     assert recorded["extra"]["cosine_offset"] == pytest.approx(fitted)
+
+
+def test_soft_targets_are_learnt_from_recorded_and_checked(squad_pairs_file, tmp_path):
+    from safetensors.numpy import load_file
+
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    train, val = PairSet(pairs[:16]), PairSet(pairs[40:70])
+    config = TrainConfig(max_length=64, max_steps=2, batch_size=8, progress=False, layers=1, distill_weight=1.0,
+                         target_escalation=0.5, target_error=None, name="soft")
+    train_grader(train, val, tmp_path / "labels", config)
+    train_grader(train, val, tmp_path / "ones", config, soft_targets=np.ones(16))
+    labels, ones = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("labels", "ones"))
+    assert ones["bias"] > labels["bias"]  # every target 1: the bias is pushed up, not as the labels push it
+    recorded = read_bundle(tmp_path / "ones").manifest.training["config"]["extra"]["soft_targets"]
+    assert recorded == {"pairs": 16, "mean": 1.0, "weight": 1.0}
+    for bad in (np.ones(15), np.full(16, 1.5)):
+        with pytest.raises(ConfigError, match="soft_targets must be 16 probabilities"):
+            train_grader(train, val, tmp_path / "bad", config, soft_targets=bad)
+    with pytest.raises(ConfigError, match=r"exclude TrainConfig\.teacher"):
+        train_grader(train, val, tmp_path / "bad", replace(config, teacher="default"), soft_targets=np.ones(16))
