@@ -259,6 +259,10 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     tqdm = require("tqdm", "train").tqdm
     from grader.torch_model import build_cross_encoder, load_cross_encoder, save_cross_encoder
 
+    soft = None if soft_targets is None else np.asarray(soft_targets, dtype=np.float32)
+    if soft is not None and (config.teacher or soft.shape != (len(train),) or not np.all((soft >= 0) & (soft <= 1))):
+        raise ConfigError(f"soft_targets must be {len(train)} probabilities in [0, 1], one per training pair, "
+                          f"and exclude TrainConfig.teacher (got shape {soft.shape}, teacher {config.teacher})")
     # validation, calibration and thresholds see what the model decides in service: rule-decided echoes are not
     val = model_decided(val)[0]
     if len(train) == 0 or len(val) == 0:
@@ -281,11 +285,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
-    if soft_targets is not None:
-        soft = np.asarray(soft_targets, dtype=np.float32)
-        if config.teacher or soft.shape != targets.shape or not np.all((soft >= 0) & (soft <= 1)):
-            raise ConfigError(f"soft_targets must be {len(pairs)} probabilities in [0, 1], one per training pair, "
-                              f"and exclude TrainConfig.teacher (got shape {soft.shape}, teacher {config.teacher})")
+    if soft is not None:
         targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
         config = replace(config, extra={**config.extra, "soft_targets": {  # recorded in the manifest
             "pairs": int(soft.size), "mean": round(float(soft.mean()), 4), "weight": config.distill_weight}})

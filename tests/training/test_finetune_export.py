@@ -220,3 +220,4 @@ def test_soft_targets_are_learnt_from_recorded_and_checked(squad_pairs_file, tmp
             train_grader(train, val, tmp_path / "bad", config, soft_targets=bad)
     with pytest.raises(ConfigError, match=r"exclude TrainConfig\.teacher"):
         train_grader(train, val, tmp_path / "bad", replace(config, teacher="default"), soft_targets=np.ones(16))
+    assert not (tmp_path / "bad").exists()  # refused before anything is written
