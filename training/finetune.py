@@ -249,6 +249,19 @@ def _layer_groups(model: Any, config: TrainConfig) -> list[dict[str, Any]]:
     return out
 
 
+def _check_device(torch: Any, device: str) -> None:
+    """A device torch can train on here, refused before anything is written when it cannot."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"device {device!r} is not a torch device ({exc}); use cpu or cuda") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r}: torch {torch.__version__} sees no CUDA GPU here (a CPU build, or no "
+                          "driver); train with --device cpu, or install a CUDA build of torch on a GPU machine")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device {device!r} is not supported for training; use cpu or cuda")
+
+
 def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainConfig,
                  soft_targets: np.ndarray | None = None) -> TrainResult:
     """Fine-tune, calibrate, choose thresholds, and write a torch bundle to ``out``. ``soft_targets``: a teacher's
@@ -259,6 +272,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     tqdm = require("tqdm", "train").tqdm
     from grader.torch_model import build_cross_encoder, load_cross_encoder, save_cross_encoder
 
+    _check_device(torch, config.device)
     soft = None if soft_targets is None else np.asarray(soft_targets, dtype=np.float32)
     if soft is not None and (config.teacher or soft.shape != (len(train),) or not np.all((soft >= 0) & (soft <= 1))):
         raise ConfigError(f"soft_targets must be {len(train)} probabilities in [0, 1], one per training pair, "

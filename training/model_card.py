@@ -205,7 +205,7 @@ def _recipe_command(m: Any) -> str:
     default = RecipeConfig()
     options = [f"--{key.replace('_', '-')} {recorded[key]:g}" if isinstance(recorded[key], float)
                else f"--{key.replace('_', '-')} {recorded[key]}"
-               for key in ("seed", "layers", "teacher", "distill_weight", "max_minutes")
+               for key in ("seed", "layers", "teacher", "distill_weight", "max_minutes", "device")
                if key in recorded and recorded[key] != getattr(default, key)
                and (key != "distill_weight" or recorded.get("teacher"))]
     if recorded.get("cosine_offset"):

@@ -221,3 +221,20 @@ def test_soft_targets_are_learnt_from_recorded_and_checked(squad_pairs_file, tmp
     with pytest.raises(ConfigError, match=r"exclude TrainConfig\.teacher"):
         train_grader(train, val, tmp_path / "bad", replace(config, teacher="default"), soft_targets=np.ones(16))
     assert not (tmp_path / "bad").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("device", ["cuda", "tpu", "not-a-device"])
+def test_a_device_torch_cannot_train_on_here_is_refused_before_anything_is_written(device, squad_pairs_file,
+                                                                                  tmp_path):
+    import torch
+
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    pairs = load_pairs(squad_pairs_file).pairs
+    with pytest.raises(ConfigError, match=f"device '{device}'"):
+        train_grader(PairSet(pairs[:16]), PairSet(pairs[40:70]), tmp_path / "out",
+                     TrainConfig(max_steps=1, progress=False, device=device))
+    assert not (tmp_path / "out").exists()

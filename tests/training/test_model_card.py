@@ -50,3 +50,18 @@ def test_the_reference_section_is_rendered_again_in_place_or_added_to_an_older_c
     assert card.read_text(encoding="utf-8") == text
     card.unlink()
     assert rewrite_reference_section(bundle) is None and not card.exists()
+
+
+def test_a_bundle_trained_on_a_gpu_names_the_device_in_its_reproduce_line(tmp_path):
+    import json
+
+    from models.bundle import write_manifest
+
+    bundle = tmp_path / "gpu"
+    shutil.copytree(resolve_bundle("default"), bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    manifest["training"]["config"]["extra"]["recipe_config"]["device"] = "cuda"
+    write_manifest(bundle, {k: v for k, v in manifest.items() if k != "files"}, list(manifest["files"]))
+    card = write_model_card(bundle, {}).read_text(encoding="utf-8")
+    assert ("Reproduce: `crag recipe --data ../shared/data --work runs/v3 --device cuda "
+            "--out models/bundles/default`") in card
