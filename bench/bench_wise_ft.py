@@ -25,6 +25,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,17 @@ def finetuned_state(base_state: dict, onnx_path: Path) -> tuple[dict, dict[str, 
     if free:
         raise SystemExit(f"torch parameters without an ONNX matrix: {sorted(free)}")
     return state, matched
+
+
+def wise_state(base_state: dict, tuned_state: dict, alpha: float | Callable[[str], float]) -> dict:
+    """WiSE-FT: ``(1 - a) * base + a * fine-tuned`` for every float parameter (others from ``tuned_state``);
+    ``alpha`` is one weight, or each parameter's weight from its name."""
+    weight_of = alpha if callable(alpha) else (lambda _key: alpha)
+    mixed = {}
+    for key, base in base_state.items():
+        a = weight_of(key)
+        mixed[key] = (1.0 - a) * base + a * tuned_state[key] if base.is_floating_point() else tuned_state[key]
+    return mixed
 
 
 def write_torch_bundle(model, source, out: Path, *, alpha: float | str, probe: Path,
@@ -184,11 +196,7 @@ def main() -> None:
         return float(high)
 
     def interpolated(spec: str | float) -> dict:
-        def mixed(key: str):
-            a = alpha_of(key, spec)
-            return (1.0 - a) * base_state[key] + a * tuned_state[key]
-
-        return {k: mixed(k) if base_state[k].is_floating_point() else tuned_state[k] for k in base_state}
+        return wise_state(base_state, tuned_state, lambda key: alpha_of(key, spec))
 
     scratch = Path("/tmp/crag-wise-ft")
     scratch.mkdir(parents=True, exist_ok=True)

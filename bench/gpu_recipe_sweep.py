@@ -18,14 +18,16 @@ fusion data and the held-out queries (first window, fp32), chooses the cosine sh
 over the cosine on the fusion data, which choose the winner, and the held-out AUROCs, which only report.
 The winner's fine-tuned weights come back in fp16 parts (``--out``) for export, WiSE and fusion on the CPU.
 
-  python bench/gpu_recipe_sweep.py --data <dir with train/val/fuse/heldout .jsonl> --base <MiniLM dir> \\
+  python bench/gpu_recipe_sweep.py --data <dir with train/val/fuse/heldout .jsonl> --base <all-MiniLM-L6-v2 folder> \\
       --out <dir> --device cuda --minutes 1.4
   python bench/gpu_recipe_sweep.py --join <that --out dir> <checkpoint dir>   # back on the CPU machine
 
 ``--join`` rebuilds the winner as a float32 torch checkpoint (config.json, head_config.json, model.safetensors,
 manifest.json of its training run), which ``bench/bench_wise_ft.py --finetuned`` interpolates, scores and saves.
 
-Runs on the CPU too (``--device cpu --max-steps 20 --limit 200`` is the smoke test), only slowly.
+``--base`` is the sentence-transformers folder (with ``1_Pooling/``; its weights as ``model.safetensors``
+or, to travel light, ``model.fp16.safetensors``). Runs on the CPU too (``--device cpu --max-steps 20 --limit
+200`` is the smoke test), only slowly.
 """
 
 from __future__ import annotations
@@ -44,34 +46,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 ALPHAS = (0.0, 0.5, 0.75, 1.0)
 PART_BYTES = 15 * 2**20
-
-
-def base_cosines(base: Path, texts: list[tuple[str, str]], device: str, max_length: int) -> np.ndarray:
-    """The frozen bi-encoder's cosine (mean pooling, as sentence-transformers runs all-MiniLM-L6-v2)."""
-    import torch
-    import transformers
-
-    tok = transformers.AutoTokenizer.from_pretrained(str(base), local_files_only=True)
-    model = transformers.AutoModel.from_pretrained(str(base), local_files_only=True).to(device).eval()
-
-    def embed(strings: list[str]) -> torch.Tensor:
-        out = []
-        with torch.inference_mode():
-            for i in range(0, len(strings), 256):
-                enc = tok(strings[i : i + 256], padding=True, truncation=True, max_length=max_length,
-                          return_tensors="pt").to(device)
-                hidden = model(**enc).last_hidden_state
-                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-                out.append(torch.nn.functional.normalize(pooled, dim=-1).float().cpu())
-        return torch.cat(out)
-
-    q = embed([a for a, _ in texts])
-    c = embed([b for _, b in texts])
-    return (q * c).sum(-1).numpy().astype(np.float64)
 
 
 def fp32_base(base: Path) -> Path:
@@ -103,20 +81,6 @@ def cap_domain(pairs: list, domain: str, cap: int, seed: int) -> list:
         kept.add(key)
         n += len(by_query[key])
     return [p for p in pairs if p.metadata.get("domain") != domain or p.query_id in kept]
-
-
-def logits_of(model, encoder, texts: list[tuple[str, str]], device: str) -> np.ndarray:
-    import torch
-
-    out = np.zeros(len(texts))
-    model.eval()
-    with torch.inference_mode():
-        for batch in encoder.encode(texts, batch_size=128):
-            logit = model(input_ids=torch.from_numpy(batch.input_ids).to(device),
-                          attention_mask=torch.from_numpy(batch.attention_mask).to(device),
-                          token_type_ids=torch.from_numpy(batch.token_type_ids).to(device))[:, 0]
-            out[batch.index] = logit.float().cpu().numpy()
-    return out
 
 
 def judge(ce_f, cos_f, y_f, g_f, ce_h, cos_h, y_h, g_h) -> dict:
@@ -173,11 +137,13 @@ def main() -> None:
     t_start = time.perf_counter()
 
     import torch
+    from bench_wise_ft import wise_state
 
     from grader.encoding import PairEncoder
     from grader.torch_model import build_cross_encoder, load_cross_encoder
+    from training.baseline import biencoder_scores
     from training.data import PairSet, load_pairs
-    from training.finetune import TrainConfig, train_grader
+    from training.finetune import TrainConfig, pair_logits, train_grader
     from training.metrics import binary_labels
     from training.recipe import RecipeConfig, model_decided_by_domain
 
@@ -197,13 +163,12 @@ def main() -> None:
     else:
         fuse = model_decided_by_domain(args.data / "fuse.jsonl")
         held = model_decided_by_domain(args.data / "heldout.jsonl")
-    texts_f = [(p.query, p.text) for _, p in fuse]
-    texts_h = [(p.query, p.text) for _, p in held]
-    y_f, y_h = binary_labels([p for _, p in fuse]), binary_labels([p for _, p in held])
+    pairs_f, pairs_h = [p for _, p in fuse], [p for _, p in held]
+    y_f, y_h = binary_labels(pairs_f), binary_labels(pairs_h)
     g_f, g_h = np.asarray([d for d, _ in fuse]), np.asarray([d for d, _ in held])
     t0 = time.perf_counter()
-    cos_f = base_cosines(args.base, texts_f, args.device, recipe.max_length)
-    cos_h = base_cosines(args.base, texts_h, args.device, recipe.max_length)
+    cos_f = biencoder_scores(pairs_f, str(args.base), args.device)
+    cos_h = biencoder_scores(pairs_h, str(args.base), args.device)
     results: dict = {"what": __doc__.split("\n\n")[0], "device": args.device,
                      "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else None,
                      "pairs": {"train": len(train), "val": len(val), "fuse": len(fuse), "heldout": len(held)},
@@ -213,7 +178,7 @@ def main() -> None:
 
     soft_cos = None
     if "distill_cos" in args.variants:  # the cosine of every training pair, only when a variant learns from it
-        cos_train = base_cosines(args.base, [(p.query, p.text) for p in train], args.device, recipe.max_length)
+        cos_train = biencoder_scores(train, str(args.base), args.device)
         fit = LogisticRegression(C=100.0).fit(cos_train[:, None], binary_labels(train))
         soft_cos = fit.predict_proba(cos_train[:, None])[:, 1]
 
@@ -233,8 +198,8 @@ def main() -> None:
     encoder = PairEncoder(args.base / "tokenizer.json", recipe.max_length)
     base_model = build_cross_encoder(args.base).to(args.device)
     base_state = {k: v.detach().clone() for k, v in base_model.state_dict().items()}
-    results["untrained"] = judge(logits_of(base_model, encoder, texts_f, args.device), cos_f, y_f, g_f,
-                                 logits_of(base_model, encoder, texts_h, args.device), cos_h, y_h, g_h)
+    results["untrained"] = judge(pair_logits(base_model, encoder, pairs_f, args.device), cos_f, y_f, g_f,
+                                 pair_logits(base_model, encoder, pairs_h, args.device), cos_h, y_h, g_h)
     best_key, best_dir = None, None
     for name in args.variants:
         if (time.perf_counter() - t_start) / 60 > args.deadline:
@@ -251,10 +216,9 @@ def main() -> None:
                  "best_val_auroc": result.best_val_auroc,
                  "history": json.loads((run_dir / "training_history.json").read_text()), "alphas": {}}
         for alpha in ALPHAS[1:]:
-            tuned.load_state_dict({k: (1 - alpha) * base_state[k] + alpha * tuned_state[k]
-                                   if base_state[k].is_floating_point() else tuned_state[k] for k in base_state})
-            judged = judge(logits_of(tuned, encoder, texts_f, args.device), cos_f, y_f, g_f,
-                           logits_of(tuned, encoder, texts_h, args.device), cos_h, y_h, g_h)
+            tuned.load_state_dict(wise_state(base_state, tuned_state, alpha))
+            judged = judge(pair_logits(tuned, encoder, pairs_f, args.device), cos_f, y_f, g_f,
+                           pair_logits(tuned, encoder, pairs_h, args.device), cos_h, y_h, g_h)
             entry["alphas"][str(alpha)] = judged
             key = (judged["lodo_worst"], judged["lodo_mean"])
             if best_key is None or key > best_key:

@@ -24,7 +24,7 @@ OUT = Path("runs/soup/model")
 
 
 def main() -> None:
-    from bench_wise_ft import finetuned_state
+    from bench_wise_ft import finetuned_state, wise_state
 
     from grader.factory import load_grader
     from grader.torch_model import build_cross_encoder, load_cross_encoder, save_cross_encoder
@@ -35,12 +35,7 @@ def main() -> None:
     v31, _ = finetuned_state(base, load_grader("default").bundle.file("model.int8.onnx"))
     balanced = {k: v.detach().clone() for k, v in load_cross_encoder(BALANCED).state_dict().items()}
 
-    def souped(key: str):
-        if not base[key].is_floating_point():
-            return balanced[key]
-        return 0.5 * v31[key] + 0.5 * (0.25 * base[key] + 0.75 * balanced[key])
-
-    model.load_state_dict({k: souped(k) for k in base})
+    model.load_state_dict(wise_state(v31, wise_state(base, balanced, 0.75), 0.5))
     OUT.mkdir(parents=True, exist_ok=True)
     save_cross_encoder(model, OUT)
     manifest = json.loads((BALANCED / "manifest.json").read_text(encoding="utf-8"))

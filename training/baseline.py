@@ -16,13 +16,13 @@ __all__ = ["biencoder_auroc", "biencoder_scores"]
 _MODELS: dict[str, object] = {}
 
 
-def biencoder_scores(pairs: Sequence[LabelledPair], base: str = "default-base") -> np.ndarray:
+def biencoder_scores(pairs: Sequence[LabelledPair], base: str = "default-base", device: str = "cpu") -> np.ndarray:
     """Cosine of the base sentence-transformers model between each query and its text."""
     st = require("sentence_transformers", "train")
     path = str(resolve_base(base))
-    model = _MODELS.get(path)
+    model = _MODELS.get(f"{path}@{device}")
     if model is None:
-        model = _MODELS[path] = st.SentenceTransformer(path, device="cpu", local_files_only=True)
+        model = _MODELS[f"{path}@{device}"] = st.SentenceTransformer(path, device=device, local_files_only=True)
     queries = sorted({p.query for p in pairs})
     texts = sorted({p.text for p in pairs})
     q = model.encode(queries, normalize_embeddings=True, batch_size=64, show_progress_bar=False)  # type: ignore[attr-defined]

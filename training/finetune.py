@@ -40,7 +40,7 @@ from training.data import LabelledPair, PairSet, model_decided, write_pairs
 from training.metrics import binary_labels, compute_metrics
 from training.versions import library_versions
 
-__all__ = ["TrainConfig", "TrainResult", "train_grader"]
+__all__ = ["TrainConfig", "TrainResult", "pair_logits", "train_grader"]
 
 logger = logging.getLogger(__name__)
 PROBE_FILE = "probe.jsonl"
@@ -190,7 +190,8 @@ def _bucketed_batches(
     return batches
 
 
-def _val_logits(model: Any, encoder: PairEncoder, pairs: list[LabelledPair], device: str) -> np.ndarray:
+def pair_logits(model: Any, encoder: PairEncoder, pairs: list[LabelledPair], device: str) -> np.ndarray:
+    """The model's logit for each pair (inference mode; the model is left in training mode, as training needs)."""
     torch = require("torch", "train")
     logits = np.zeros(len(pairs))
     model.eval()
@@ -299,15 +300,15 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)
-    if soft is not None:
-        targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
-        config = replace(config, extra={**config.extra, "soft_targets": {  # recorded in the manifest
-            "pairs": int(soft.size), "mean": round(float(soft.mean()), 4), "weight": config.distill_weight}})
-    if config.teacher:
+    if config.teacher:  # soft targets from the teacher bundle (given soft_targets exclude one: checked above)
         t0 = time.perf_counter()
         soft = teacher_probabilities(config.teacher, pairs, config.teacher_score)
-        targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
         logger.info("teacher %s scored %d pairs in %.0f s", config.teacher, len(pairs), time.perf_counter() - t0)
+    elif soft is not None:
+        config = replace(config, extra={**config.extra, "soft_targets": {  # recorded in the manifest
+            "pairs": int(soft.size), "mean": round(float(soft.mean()), 4), "weight": config.distill_weight}})
+    if soft is not None:
+        targets = ((1 - config.distill_weight) * targets + config.distill_weight * soft).astype(np.float32)
     offset = np.zeros(len(pairs), dtype=np.float32)
     val_offset = np.zeros(len(val.pairs))
     if config.cosine_offset:
@@ -353,7 +354,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
             bar.set_postfix(loss=f"{loss.item():.3f}", best_auroc="n/a" if best < 0 else f"{best:.4f}")
             if step % eval_every == 0 or step == total_steps:
                 auroc, per_domain = _selection_score(
-                    _val_logits(model, encoder, val.pairs, config.device) + val_offset, val.pairs, config.select_by)
+                    pair_logits(model, encoder, val.pairs, config.device) + val_offset, val.pairs, config.select_by)
                 history.append({"step": step, "val_auroc": auroc, "val_auroc_by_domain": per_domain,
                                 "seconds": time.perf_counter() - start})
                 logger.info("step %d: validation AUROC %.4f %s", step, auroc, per_domain)
@@ -380,7 +381,7 @@ def _finish(
     config: TrainConfig, history: list[dict[str, Any]], best: float, best_step: int, steps: int, seconds: float,
 ) -> TrainResult:
     """Calibrate and choose thresholds on validation, then write the torch bundle."""
-    logits = _val_logits(model, encoder, val.pairs, config.device)
+    logits = pair_logits(model, encoder, val.pairs, config.device)
     y = binary_labels(val.pairs)
     calibrator = fit_calibrator(config.calibration, logits, y)
     probs = calibrator.predict(logits)

@@ -50,7 +50,6 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _eval_cascade(args: argparse.Namespace, grader: CrossEncoderGrader, data: PairSet) -> int:
     from training.cascade_eval import evaluate_cascade
     from training.evaluate import write_report
