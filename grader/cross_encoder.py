@@ -138,6 +138,8 @@ class CrossEncoderGrader:
         # same without running it; training code that refits the mix asks for it with cross_encoder=True
         self.runs_cross_encoder = (self.fusion is None or self.fusion.uses_cross_encoder
                                    if cross_encoder is None else cross_encoder)
+        # what reads the text when the cross-encoder does not: its windows are the ones a grade reports
+        self._cosine_only = None if self.runs_cross_encoder else self.fusion_embedder
 
     def shift_status(self) -> ShiftStatus | None:
         """Whether the chunks graded lately look like the calibration data (None: the bundle has no reference)."""
@@ -201,22 +203,26 @@ class CrossEncoderGrader:
                      batch_seconds: list[float]) -> list[tuple[float, bool, int, float, float]]:
         """Model scores of pairs not in the cache: (logit, unread, windows read, ce logit, cosine) each."""
         self.pairs_scored += len(pairs)
-        windows, batches = self.encoder.encode_windows(pairs, max_windows=self.max_windows, batch_size=batch_size)
         if self.runs_cross_encoder:
+            windows, batches = self.encoder.encode_windows(pairs, max_windows=self.max_windows,
+                                                           batch_size=batch_size)
+            read, unread = windows.read, windows.unread
             window_logits = np.zeros(len(windows.owner), dtype=np.float64)
             for batch, (logits_of_batch, seconds) in zip(batches, self._run_batches(batches), strict=True):
                 window_logits[batch.index] = logits_of_batch
                 batch_seconds.append(seconds)
             ce = np.full(len(pairs), -np.inf)
             np.maximum.at(ce, windows.owner, window_logits)
-        else:  # not read: the fused score gives it no weight (windows are still counted, for the flags)
+        else:  # not read: the fused score gives it no weight
             ce = np.full(len(pairs), np.nan)
         if self.fusion is None:
             cosine, logits = np.full(len(pairs), np.nan), ce
         else:
             cosine = cosines(self.fusion_embedder, pairs, max_windows=self.max_windows)
             logits = self.fusion.combine(ce, cosine)
-        return [(float(logits[i]), bool(windows.unread[i]), int(windows.read[i]), float(ce[i]), float(cosine[i]))
+        if self._cosine_only is not None:  # the flags say what was read: the cosine's windows of the text alone
+            read, unread = self._cosine_only.window_reading([t for _, t in pairs], max_windows=self.max_windows)
+        return [(float(logits[i]), bool(unread[i]), int(read[i]), float(ce[i]), float(cosine[i]))
                 for i in range(len(pairs))]
 
     def scores_as_graded(self, pairs: Sequence[tuple[str, str]], *, batch_size: int | None = None,
@@ -275,9 +281,9 @@ class CrossEncoderGrader:
             probs = self.probabilities(scored.logits)
             per_chunk_ms = 1000.0 * scored.seconds / len(live)
             n_truncated = int(scored.truncated.sum())
+            window_tokens = self.encoder.max_length if self._cosine_only is None else self._cosine_only.max_length
             if n_truncated:
-                logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live),
-                            self.encoder.max_length)
+                logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live), window_tokens)
             for j, (r, i) in enumerate(live):
                 verdict, uncertain = self.policy.verdict(float(probs[j]))
                 out[r][i] = Grade(
@@ -289,7 +295,7 @@ class CrossEncoderGrader:
                     truncated=bool(scored.truncated[j]),
                     windows=int(scored.windows[j]),
                     chunk_id=prepared[r][1][i].chunk_id,
-                    reason=(f"truncated: read {int(scored.windows[j])} windows of {self.encoder.max_length} "
+                    reason=(f"truncated: read {int(scored.windows[j])} windows of {window_tokens} "
                             "tokens; the rest was not read" if scored.truncated[j] else None),
                     latency_ms=per_chunk_ms,
                 )

@@ -69,7 +69,8 @@ class OnnxMiniLMEmbedder:
         # one text per call gives each text one vector whatever it is embedded with: only then can it be cached
         model_sha = str(manifest.get("files", {}).get(model_file, {}).get("sha256", ""))
         self.cache = embedding_cache(model_sha) if model_sha and self.batch_size == 1 else BoundedCache(0)
-        self._window_counts: BoundedCache[int] = BoundedCache(CACHE_VECTORS)  # text -> windows past the first
+        # text -> (windows past the first, whether text is left past the last window)
+        self._readings: BoundedCache[tuple[int, bool]] = BoundedCache(CACHE_VECTORS)
         # names vectors that are bit-identical to this embedder's (an index records it to share its vectors)
         self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
@@ -115,9 +116,7 @@ class OnnxMiniLMEmbedder:
                     cached.update((len(extra) + k, v) for k, v in enumerate(found))
                     extra.extend((i, key, None) for key in keys)
                     continue
-                clipped = text[: max_windows * self.max_length * CHARS_PER_TOKEN_CAP]
-                windows = self._windowed.encode(clipped).overflowing[: max_windows - 1]
-                self._window_counts.put_many([(content_key(text, f"windows of {max_windows}"), len(windows))])
+                windows, _ = self._tokenise_windows(text, max_windows)
                 for k, window in enumerate(windows):
                     extra.append((i, content_key(text, f"window {k + 2} of {self.max_length}"), window))
         vectors = np.zeros((len(extra), self.dim), dtype=np.float32)
@@ -137,12 +136,39 @@ class OnnxMiniLMEmbedder:
         owner = np.array([i for i, _, _ in extra], dtype=np.int64)
         return np.concatenate([first, vectors]), np.concatenate([np.arange(len(texts), dtype=np.int64), owner])
 
+    def window_reading(self, texts: Sequence[str], *, max_windows: int) -> tuple[np.ndarray, np.ndarray]:
+        """How ``embed_windows`` reads each text: ``(windows read (n,), text left past the last window (n,))``.
+
+        Free for texts ``embed_windows`` has just read (a grader whose cosine is all it reads takes its
+        ``windows`` / ``truncated`` flags from here); other long texts are tokenised, not embedded."""
+        readings = [self._reading(text, max_windows) for text in texts]
+        return (np.array([1 + extra for extra, _ in readings], dtype=np.int64).reshape(len(texts)),
+                np.array([unread for _, unread in readings], dtype=bool).reshape(len(texts)))
+
+    def _reading(self, text: str, max_windows: int) -> tuple[int, bool]:
+        if len(text) <= self.max_length - 2:  # a WordPiece token covers at least one character: one window
+            return 0, False
+        known = self._readings.get(content_key(text, f"windows of {max_windows}"))
+        if known is not None:
+            return known
+        windows, unread = self._tokenise_windows(text, max_windows)
+        return len(windows), unread
+
+    def _tokenise_windows(self, text: str, max_windows: int) -> tuple[list[object], bool]:
+        """Windows 2..``max_windows`` of a long text, and whether text is left past the last (both remembered)."""
+        cap = max_windows * self.max_length * CHARS_PER_TOKEN_CAP
+        overflowing = self._windowed.encode(text[:cap]).overflowing
+        windows = overflowing[: max_windows - 1]
+        unread = len(text) > cap or len(overflowing) > len(windows)
+        self._readings.put_many([(content_key(text, f"windows of {max_windows}"), (len(windows), unread))])
+        return windows, unread
+
     def _cached_window_keys(self, text: str, max_windows: int) -> list[bytes] | None:
         """Cache keys of the text's windows 2.. when its window count is known (None: tokenise to find out)."""
-        count = self._window_counts.get(content_key(text, f"windows of {max_windows}"))
-        if count is None:
+        known = self._readings.get(content_key(text, f"windows of {max_windows}"))
+        if known is None:
             return None
-        return [content_key(text, f"window {k + 2} of {self.max_length}") for k in range(count)]
+        return [content_key(text, f"window {k + 2} of {self.max_length}") for k in range(known[0])]
 
     def _embed_batch(self, texts: Sequence[str], rows: Sequence[int]) -> np.ndarray:
         return self._embed_encodings(self.tokenizer.encode_batch([texts[i] or " " for i in rows]))

@@ -37,6 +37,21 @@ def test_long_text_is_read_in_at_most_max_windows(embedder):
     assert 3 < len(more_owner) <= 8
 
 
+def test_window_reading_says_how_many_windows_were_read_and_whether_text_was_left(embedder):
+    texts = ["short text", LATE_ANSWER, "word " * 300]
+    for max_windows in (1, 3, 8):
+        fresh = OnnxMiniLMEmbedder(EMBEDDER_DIR, batch_size=1)  # nothing remembered: tokenised to find out
+        read, unread = fresh.window_reading(texts, max_windows=max_windows)
+        _, owner = embedder.embed_windows(texts, max_windows=max_windows)
+        assert read.tolist() == np.bincount(owner, minlength=len(texts)).tolist()
+        assert embedder.window_reading(texts, max_windows=max_windows)[1].tolist() == unread.tolist()
+        assert unread.tolist() == [False, max_windows < len(embedder._windowed.encode(LATE_ANSWER).overflowing) + 1,
+                                   max_windows == 1]  # 300 words: two windows of 256 tokens
+    huge = "word " * 100_000  # past what 8 windows could read: never tokenised whole, still flagged
+    assert [a.tolist() for a in embedder.window_reading([huge], max_windows=8)] == [[8], [True]]
+    assert embedder.window_reading([], max_windows=8)[0].shape == (0,)
+
+
 def test_answer_past_the_first_window_raises_the_best_window_cosine(embedder):
     first = cosines(embedder, [(QUERY, LATE_ANSWER)])[0]
     best = cosines(embedder, [(QUERY, LATE_ANSWER)], max_windows=8)[0]

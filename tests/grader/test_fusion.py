@@ -86,12 +86,17 @@ def test_a_bundle_whose_fusion_gives_the_cross_encoder_no_weight_never_runs_it()
     assert fast.fusion.weights[0] == 0.0 and not fast.runs_cross_encoder
     forced = load_grader("fast", cross_encoder=True)
     pairs = [("What religion were the Normans?", "The Normans were Catholic Christians. " * 3),
-             ("What religion were the Normans?", "Warsaw is the capital of Poland. " * 200)]  # several windows
+             ("What religion were the Normans?", "Warsaw is the capital of Poland. " * 300)]  # past 8 windows
     skipped, run = fast.score_pairs(pairs), forced.score_pairs(pairs)
     assert skipped.batch_seconds == [] and len(run.batch_seconds) >= 2  # no cross-encoder call at all
     assert np.isnan(skipped.fusion_inputs[0]).all() and np.isfinite(run.fusion_inputs[0]).all()
     assert skipped.logits.tolist() == run.logits.tolist()  # the same scores, bit for bit
-    assert skipped.windows.tolist() == run.windows.tolist() and skipped.truncated.tolist() == run.truncated.tolist()
+    # its flags say what it read: the cosine's windows of the text alone, not the unrun cross-encoder's
+    read, unread = fast.fusion_embedder.window_reading([t for _, t in pairs], max_windows=fast.max_windows)
+    assert skipped.windows.tolist() == read.tolist() == [1, 8] and skipped.truncated.tolist() == unread.tolist()
+    assert unread.tolist() == [False, True] and run.windows.tolist() == [1, 8] and run.truncated.tolist()[1]
+    long_grade = fast.grade(pairs[1][0], [pairs[1][1]])[0]
+    assert long_grade.windows == 8 and long_grade.truncated and "read 8 windows of 256 tokens" in long_grade.reason
     assert fast.describe()["runs_cross_encoder"] is False
     assert fast._sessions is None  # never even loaded: no memory or start-up spent on it
 
