@@ -263,6 +263,20 @@ def _check_device(torch: Any, device: str) -> None:
         raise ConfigError(f"device {device!r} is not supported for training; use cpu or cuda")
 
 
+def check_training_out(out: Path) -> None:
+    """``out`` must be new, empty, or what an interrupted run left (its ``checkpoint/``): training writes its
+    files there and deletes ``checkpoint/``, so a finished bundle or anything else stored there would be lost."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; training writes a bundle directory: choose a new path")
+    found = sorted(entry.name for entry in out.iterdir())
+    if found and found != ["checkpoint"]:
+        what = "a trained bundle" if "manifest.json" in found else f"other files ({', '.join(found[:5])})"
+        raise ConfigError(f"--out {out} already holds {what}; training would overwrite it: choose a new "
+                          "directory (or delete that one first)")
+
+
 def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainConfig,
                  soft_targets: np.ndarray | None = None) -> TrainResult:
     """Fine-tune, calibrate, choose thresholds, and write a torch bundle to ``out``. ``soft_targets``: a teacher's
@@ -285,6 +299,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     if binary_labels(val.pairs).min() == binary_labels(val.pairs).max():
         raise ConfigError("the validation set needs both relevant and irrelevant pairs to calibrate and stop early")
     out = Path(out)
+    check_training_out(out)
     out.mkdir(parents=True, exist_ok=True)
     base_dir = resolve_base(config.base)
     random.seed(config.seed)

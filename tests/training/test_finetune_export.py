@@ -75,6 +75,44 @@ def test_export_input_errors(tiny_onnx_bundle, tiny_torch_bundle, tmp_path):
         export_bundle(tiny_torch_bundle, tmp_path / "x", probe=tmp_path / "nope.jsonl")
 
 
+def test_export_never_deletes_what_is_not_an_earlier_export(tiny_torch_bundle, tiny_onnx_bundle, tmp_path):
+    work = tmp_path / "my project"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    for out in (work, tiny_torch_bundle, work / "notes.txt"):
+        with pytest.raises(ConfigError, match="not an exported ONNX bundle"):
+            export_bundle(tiny_torch_bundle, out, int8=False)
+    assert (work / "notes.txt").read_text() == "mine" and read_bundle(tiny_torch_bundle).manifest.backend == "torch"
+    again = tmp_path / "again"  # an earlier export is replaced once the gate passes; an empty directory is fine
+    export_bundle(tiny_torch_bundle, again, int8=False)
+    (again / "stale.txt").write_text("from the earlier export")
+    export_bundle(tiny_torch_bundle, again, int8=False)
+    assert not (again / "stale.txt").exists() and read_bundle(again).manifest.backend == "onnx"
+    (tmp_path / "empty").mkdir()
+    assert read_bundle(export_bundle(tiny_torch_bundle, tmp_path / "empty", int8=False)).manifest.backend == "onnx"
+
+
+def test_training_never_overwrites_a_bundle_or_other_files(tiny_torch_bundle, squad_pairs_file, tmp_path):
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    before = (tiny_torch_bundle / "manifest.json").read_bytes()
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "data.csv").write_text("q,t")
+    for out, what in ((tiny_torch_bundle, "a trained bundle"), (stray, "other files"),
+                      (stray / "data.csv", "is a file")):
+        with pytest.raises(ConfigError, match=what):
+            train_grader(PairSet(pairs[:16]), PairSet(pairs[40:70]), out, TrainConfig(max_steps=1, progress=False))
+    assert (tiny_torch_bundle / "manifest.json").read_bytes() == before and (stray / "data.csv").read_text() == "q,t"
+    interrupted = tmp_path / "interrupted"  # what a stopped run leaves is picked up again (the recipe resumes so)
+    (interrupted / "checkpoint").mkdir(parents=True)
+    train_grader(PairSet(pairs[:16]), PairSet(pairs[40:70]), interrupted,
+                 TrainConfig(max_length=64, max_steps=1, batch_size=8, progress=False))
+    assert read_bundle(interrupted).manifest.backend == "torch" and not (interrupted / "checkpoint").exists()
+
+
 def test_evaluate_report_and_plots(tiny_onnx_bundle, squad_pairs_file, tmp_path):
     report = evaluate_bundle(tiny_onnx_bundle, load_pairs(squad_pairs_file))
     assert set(report) >= REPORT_KEYS

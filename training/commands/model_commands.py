@@ -8,6 +8,7 @@ from pathlib import Path
 
 from models.bundle import read_bundle
 from models.output import print_json
+from models.registry import resolve_bundle
 from training.commands.common import add_target, guarantee_delta, targets_of
 from training.data import PairSet, load_pairs
 from training.labels import parse_label_map
@@ -19,6 +20,8 @@ def _train(args: argparse.Namespace) -> int:
     from training.finetune import TrainConfig, train_grader
     from training.splits import group_split
 
+    if args.compare_with != "none":
+        resolve_bundle(args.compare_with)  # a misspelt name fails now, not after the training
     label_map = parse_label_map(args.label_map)
     data = load_pairs(args.data, label_map=label_map)
     if args.val:
@@ -35,11 +38,15 @@ def _train(args: argparse.Namespace) -> int:
         partial_target=args.partial_target, progress=not args.no_progress, name=Path(args.out).name,
     )
     result = train_grader(train, val, args.out, config)
-    print_json({"out": str(result.out), "steps": result.steps, "seconds": round(result.seconds, 1),
-            "best_val_auroc": result.best_val_auroc, "thresholds": result.thresholds,
-            "validation": {k: result.metrics[k] for k in ("auroc", "accuracy", "escalation_rate",
-                                                          "auto_error_rate", "ece")},
-            "next": f"crag export --model {result.out} --out {result.out}-onnx --int8"})
+    report = {"out": str(result.out), "steps": result.steps, "seconds": round(result.seconds, 1),
+              "best_val_auroc": result.best_val_auroc, "thresholds": result.thresholds,
+              "validation": {k: result.metrics[k] for k in ("auroc", "accuracy", "escalation_rate",
+                                                            "auto_error_rate", "ece")}}
+    if args.compare_with != "none":
+        from training.comparison import compare_on_validation
+
+        report["compared_with"] = compare_on_validation(result.out, args.compare_with, val, seed=args.seed)
+    print_json({**report, "next": f"crag export --model {result.out} --out {result.out}-onnx --int8"})
     return 0
 
 
@@ -64,6 +71,9 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--partial-target", type=float, default=0.75)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--compare-with", default="default", metavar="MODEL",
+                   help="after training, score this bundle and the new grader on the same validation pairs (at "
+                        "most 1,000, whole queries) and say which ranks them better; 'none' skips it")
     add_target(p)
     p.set_defaults(handler=_train)
 

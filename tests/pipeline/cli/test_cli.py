@@ -103,6 +103,15 @@ def test_convert_and_train_via_cli(capsys, tmp_path, fixtures):
                  "--max-length", "48", "--batch-size", "8", "--no-progress", "--target-escalation", "0.5"]) == 0
     result = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")
     assert result["steps"] == 2 and "crag export" in result["next"]
+    compared = result["compared_with"]  # the shipped default scored on the same validation pairs
+    assert compared["model"] == "default" and compared["pairs"] >= result["thresholds"]["n"] > 0
+    assert 0.0 <= compared["auroc"] <= 1.0 and 0.0 <= compared["this_grader_auroc"] <= 1.0
+    assert ("advice" in compared) == (compared["this_grader_auroc"] < compared["auroc"])
+    assert main(["train", "--data", str(pairs), "--out", str(tmp_path / "m2"), "--max-steps", "1", "--max-length",
+                 "48", "--no-progress", "--target-escalation", "0.5", "--compare-with", "none"]) == 0
+    assert "compared_with" not in capsys.readouterr().out
+    assert main(["train", "--data", str(pairs), "--out", str(tmp_path / "m3"), "--compare-with", "defualt"]) == 2
+    assert "did you mean 'default'" in capsys.readouterr().err and not (tmp_path / "m3").exists()
 
 
 @pytest.mark.parametrize(
