@@ -5,9 +5,24 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["print_json", "print_table"]
+from models.errors import ConfigError
+
+__all__ = ["check_output_path", "print_json", "print_table"]
+
+
+def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str | None = None) -> None:
+    """A command's ``--out`` must not be one of its inputs (the input would be replaced by the output); with
+    ``keep_existing`` (what the file would hold, e.g. "labels an LLM was paid for") it must not exist at all."""
+    target = Path(out).resolve()
+    for given in inputs:
+        if Path(given).resolve() == target:
+            raise ConfigError(f"--out {out} is the input file {given}; write the output elsewhere so the input is kept")
+    if keep_existing and target.exists():
+        raise ConfigError(f"--out {out} exists; it may hold {keep_existing}: choose a new file (or move it away "
+                          "first)")
 
 
 def print_json(data: Any) -> None:

@@ -18,7 +18,7 @@ from typing import IO, Any
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_grader
 from models.errors import ConfigError, DataError
-from models.output import print_json
+from models.output import check_output_path, print_json
 from models.registry import MODEL_OPTION_HELP
 from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_rows, open_graded_output
@@ -107,6 +107,8 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
 
 
 def _grade_file(args: argparse.Namespace) -> int:
+    if args.out != "-":
+        check_output_path(args.out, args.pairs)
     if args.ray is not None:
         from pipeline.cli.ray_grading import grade_with_ray  # Ray is imported only on this path
 

@@ -31,6 +31,18 @@ def test_crag_label_records_reasons(server, tmp_path, capsys):
     assert len(server.requests) == 2  # one call per query, chunks batched
 
 
+def test_crag_label_never_overwrites_labels_or_its_input(server, tmp_path, capsys):
+    data = _unlabelled(tmp_path)
+    earlier = tmp_path / "labelled.jsonl"
+    earlier.write_text("labels from last week\n", encoding="utf-8")
+    for out, message in ((earlier, "exists; it may hold labels an LLM was paid for"), (data, "is the input file")):
+        code = main(["label", "--data", str(data), "--out", str(out), "--llm-model", "fake",
+                     "--llm-base-url", server.base_url, "--no-progress"])
+        assert code == 2 and message in capsys.readouterr().err
+    assert earlier.read_text(encoding="utf-8") == "labels from last week\n" and server.requests == []  # no LLM call
+    assert "Eiffel" in data.read_text(encoding="utf-8")
+
+
 def test_crag_label_fails_fast_naming_the_server_and_writes_nothing(server, tmp_path, capsys):
     server.default = "500"
     out = tmp_path / "labelled.jsonl"

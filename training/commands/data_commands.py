@@ -8,7 +8,7 @@ from pathlib import Path
 from grader.llm import LLMGrader
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError
-from models.output import print_json
+from models.output import check_output_path, print_json
 from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
 
@@ -18,6 +18,7 @@ __all__ = ["register_convert", "register_label", "register_mine"]
 def _convert(args: argparse.Namespace) -> int:
     from training.convert import squad_pairs, wikiqa_pairs
 
+    check_output_path(args.out, args.input)
     pairs = squad_pairs(args.input, seed=args.seed) if args.format == "squad" else wikiqa_pairs(args.input)
     count = write_pairs(pairs, args.out)
     print_json({"out": args.out, "pairs": count, "summary": PairSet(pairs).summary()})
@@ -37,6 +38,7 @@ def _mine(args: argparse.Namespace) -> int:
     from training.base_models import resolve_base
     from training.negatives import mine_hard_negatives
 
+    check_output_path(args.out, args.data)
     data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
     corpus = None
     if args.corpus:
@@ -68,6 +70,7 @@ def _label(args: argparse.Namespace) -> int:
     config = llm_config_from_args(args)
     if config is None:
         raise ConfigError("crag label needs an LLM: pass --llm-model (and --llm-base-url for a local server)")
+    check_output_path(args.out, args.data, keep_existing="labels an LLM was paid for, or a person's")
     data = load_pairs(args.data, labelled=False)
     if args.ray is not None:
         from training.ray_labelling import label_with_ray  # Ray is imported only on this path

@@ -114,6 +114,19 @@ def test_convert_and_train_via_cli(capsys, tmp_path, fixtures):
     assert "did you mean 'default'" in capsys.readouterr().err and not (tmp_path / "m3").exists()
 
 
+def test_an_output_is_never_written_over_the_input(tmp_path, capsys, fixtures):
+    pairs = tmp_path / "pairs.jsonl"
+    assert main(["convert", "squad", str(fixtures / "squad_mini.json"), "--out", str(pairs)]) == 0
+    capsys.readouterr()
+    before = pairs.read_bytes()
+    for argv in (["mine", "--data", str(pairs), "--out", str(pairs)],
+                 ["grade-file", str(pairs), "--out", str(pairs)],
+                 ["convert", "squad", str(pairs), "--out", str(pairs)]):
+        assert main(argv) == 2
+        assert f"--out {pairs} is the input file" in capsys.readouterr().err
+    assert pairs.read_bytes() == before
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [(["grade", "--query", QUERY, "--chunks", "/nonexistent.jsonl"], "no such file"),
