@@ -45,8 +45,10 @@ def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray,
 
 def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
                  target_error: float | None = 0.05, target_escalation: float | None = None,
-                 delta: float | None = 0.1, calibration: str = "platt", seed: int = 0) -> dict[str, Any]:
-    """Adapt ``model`` (a fused bundle) to the labelled pairs at ``data_path``; write the new bundle at ``out``."""
+                 delta: float | None = 0.1, calibration: str = "platt", seed: int = 0,
+                 min_gain: float = MIN_GAIN) -> dict[str, Any]:
+    """Adapt ``model`` (a fused bundle) to the labelled pairs at ``data_path``; write the new bundle at ``out``.
+    A new head is adopted when it ranks the held-out queries better by ``min_gain`` AUROC."""
     grader = cross_encoder_grader(model, cross_encoder=True)  # the mix is refitted: its logits are needed
     if grader.fusion is None:
         raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "
@@ -69,14 +71,16 @@ def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, l
     candidate = choose_head(ce, cos, y, fit, shipped.embedder)
     held_out = {"shipped_head": auroc(y[test], shipped.combine(ce[test], cos[test])),
                 "adapted_head": auroc(y[test], candidate.combine(ce[test], cos[test]))}
-    adopted = held_out["adapted_head"] >= held_out["shipped_head"] + MIN_GAIN
+    adopted = held_out["adapted_head"] >= held_out["shipped_head"] + min_gain
     head = candidate if adopted else shipped
+    # the bundle's calibration map belongs to the shipped head's scores: a new head needs a map of its own
     recal = recalibrate(grader, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
-                        method=calibration, seed=seed, logits=head.combine(ce, cos))
+                        method=calibration, seed=seed, logits=head.combine(ce, cos),
+                        calibration_map="refit" if adopted else "auto")
     evidence = {"held_out_auroc": {k: round(v, 4) for k, v in held_out.items()}, "head_adopted": adopted,
-                "min_gain": MIN_GAIN, "fit_pairs": int(fit.size), "held_out_pairs": int(test.size),
+                "min_gain": min_gain, "fit_pairs": int(fit.size), "held_out_pairs": int(test.size),
                 "shipped_head": shipped.to_dict(), "adapted_head": candidate.to_dict()}
     written = write_recalibrated(model, out, recal, data, fusion=head.to_dict(), adaptation=evidence)
     return {"out": str(written), **evidence, "thresholds": recal.choice.to_dict(),
-            "held_out_metrics": {k: recal.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate")},
+            "held_out_metrics": recal.measured(),
             "warning": recal.note}

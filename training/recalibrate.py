@@ -71,6 +71,10 @@ class Recalibration:
     reference: dict[str, Any]
     note: str | None
 
+    def measured(self) -> dict[str, Any]:
+        """What the commands report of the metrics: error, escalation and AUROC, and which pairs they are on."""
+        return {k: self.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate", "auroc", "measured_on")}
+
 
 def cross_encoder_grader(model: str | Path, *, cross_encoder: bool | None = None) -> CrossEncoderGrader:
     """The bundle's grader; recalibration needs a cross-encoder (raw logits to refit). ``cross_encoder=True``
@@ -217,7 +221,9 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
             raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta), g)
         choice, used = found, 0
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
-        metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)"}
+        metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)",
+                   "measured_on": f"all {len(pairs)} labelled pairs, on which the band was tested (the bundle's "
+                                  "map kept)"}
     elif delta is not None and target_error is not None:
         fit, test = query_split(pairs, seed)
         if len(set(y[fit].tolist())) < 2 or test.size == 0:
@@ -234,14 +240,18 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
             raise _infeasible(target_error, delta, len(pairs), choice.labels_needed, g)
         auto_test = round((1.0 - choice.escalation_rate) * test.size)
         evaluated = [pairs[i] for i in test]
-        metrics = compute_metrics(evaluated, probs[test], choice.policy)
+        metrics = {**compute_metrics(evaluated, probs[test], choice.policy),
+                   "measured_on": f"the held-out half ({test.size} pairs), on which the band was tested; the map "
+                                  f"was fitted on the other {fit.size}"}
     else:
         fx, fy, fw, used = _with_llm_labels(grader, pairs, logits, set(), pairs, llm_labels)
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g)
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
-        metrics = compute_metrics(pairs, probs, choice.policy)
+        metrics = {**compute_metrics(pairs, probs, choice.policy),
+                   "measured_on": f"the same {len(pairs)} pairs the map and thresholds were fitted on (no guarantee: "
+                                  "an optimistic estimate)"}
     note = small_sample_note(auto_test, target_error, delta) if target_error is not None else None
     if note:
         logger.warning("%s", note)

@@ -84,6 +84,7 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
     report = json.loads(capsys.readouterr().out)
     held = report["held_out_auroc"]
     assert report["head_adopted"] == (held["adapted_head"] >= held["shipped_head"] + 0.005)
+    assert "fitted on (no guarantee: an optimistic estimate)" in report["held_out_metrics"]["measured_on"]
     from models import read_bundle
 
     manifest = read_bundle(out).manifest
@@ -91,6 +92,30 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
     assert manifest.fusion["weights"] == chosen["weights"] and "adaptation" in manifest.metrics
     assert main(["adapt", "--data", str(human.path), "--out", str(out)]) == 2  # never overwrites
     assert "exists" in capsys.readouterr().err
+
+
+def test_an_adopted_head_gets_a_calibration_map_of_its_own(tmp_path, human):
+    """With fewer than 600 labels calibrate keeps the bundle's map and tests on every label; that map belongs to
+    the shipped head's scores, so adapt must refit it when it adopts a new head (it kept it before)."""
+    from models import read_bundle
+    from training.adapt import adapt_bundle
+
+    data = tmp_path / "pairs.jsonl"  # 36 queries (the fixture's asked four ways), enough for a guarantee
+    rows = [{"query": f"{p.query}{suffix}", "text": p.text, "label": p.label.value, "query_id": f"{p.query_id}{suffix}"}
+            for suffix in ("", " Please answer.", " (asked again)", " Thanks!") for p in human.pairs]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    source = read_bundle(cross_encoder_grader("default").bundle.path).manifest.calibration
+    runs = {}
+    for adopt, min_gain in ((True, -1.0), (False, 1.0)):  # a head is adopted whatever it gains / never
+        out = tmp_path / f"adopt-{adopt}"
+        report = adapt_bundle("default", data, out, target_error=0.2, delta=0.2, min_gain=min_gain)
+        manifest = read_bundle(out).manifest
+        assert report["head_adopted"] is adopt
+        runs[adopt] = (manifest.calibration, manifest.metrics["recalibration"].get("calibration_map"),
+                       report["held_out_metrics"]["measured_on"])
+    assert runs[False][:2] == (source, "kept (all labels tested)")  # the shipped head keeps the shipped map
+    assert runs[True][0] != source and runs[True][1] is None  # the new head's map was fitted on the fit half
+    assert runs[False][2].startswith(f"all {len(rows)} labelled pairs") and "held-out half" in runs[True][2]
 
 
 def test_adapt_reads_the_cross_encoder_a_cosine_only_head_leaves_out(capsys, tmp_path, human):

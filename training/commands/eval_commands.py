@@ -149,8 +149,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                 "llm_labels": args.llm_labels, "llm_accuracy": args.llm_accuracy, "seed": args.seed}
     out = write_recalibrated(args.model, args.out, result, data, settings=settings)
     print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
-                "held_out_metrics": {k: result.metrics.get(k) for k in ("n", "auto_error_rate", "escalation_rate",
-                                                                          "auroc")},
+                "held_out_metrics": result.measured(),
                 "llm_labels": result.metrics.get("llm_labels"), "warning": result.note})
     return 0
 
