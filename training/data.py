@@ -241,10 +241,16 @@ def group_by_query(pairs: Iterable[LabelledPair]) -> dict[str, list[LabelledPair
 
 
 def groups_of(pairs: Sequence[LabelledPair], key: str | None) -> list[str] | None:
-    """Each pair's group for ``--group-by``: a metadata field, or a pair attribute such as ``source``."""
+    """Each pair's group for ``--group-by``: a metadata field, or a pair attribute such as ``source``; a field no
+    pair has (a typo, or data without domains) is an error naming the fields there are."""
     if not key:
         return None
-    return [str(p.metadata.get(key) or getattr(p, key, None) or "") for p in pairs]
+    groups = [str(p.metadata.get(key) or getattr(p, key, None) or "") for p in pairs]
+    if pairs and not any(groups):
+        fields = sorted({k for p in pairs for k in p.metadata})
+        raise ConfigError(f"--group-by {key!r}: no pair has that field; fields in the metadata: "
+                          f"{', '.join(fields) or 'none'} (or 'source')")
+    return groups
 
 
 def write_pairs(pairs: Iterable[LabelledPair], path: str | Path) -> int:

@@ -33,6 +33,7 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
     """
     if not data.pairs:
         raise ConfigError("nothing to evaluate: the data has no labelled pairs")
+    groups = groups_of(data.pairs, group_by)  # a misspelt field fails before the scoring
     batch_size = batch_size or grader.batch_size
     all_pairs = [(p.query, p.text) for p in data.pairs]
     block = max(batch_size, EVAL_BLOCK // batch_size * batch_size)  # whole batches, so timings are unchanged
@@ -50,11 +51,6 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
                              else "every pair was decided by rule"})
     report["batch_size"] = batch_size
     report["model"] = grader.describe()
-    groups = groups_of(data.pairs, group_by)
-    if groups is not None and not any(groups):
-        fields = sorted({k for p in data.pairs for k in p.metadata})
-        raise ConfigError(f"--group-by {group_by!r}: no pair has that field; fields in the metadata: "
-                          f"{', '.join(fields) or 'none'} (or 'source')")
     if groups is not None:
         report["per_group"] = {}
         for name in sorted(set(groups)):
