@@ -69,8 +69,8 @@ def test_eval_reports_each_group_and_mean_probabilities(capsys, tmp_path, squad_
     for name, group in full["per_group"].items():  # each group's figures are the pairs of that group alone
         mine = [r for r in rows if ("a" if queries.index(r["query"]) % 2 else "b") == name]
         assert group["n"] == len(mine) and group["positives"] == sum(r["label"] != "irrelevant" for r in mine)
-    for command in (["eval"], ["calibrate", "--out", str(tmp_path / "c")], ["answerability", "--out", str(tmp_path / "a")],
-                    ["reference", "--out", str(tmp_path / "r")]):  # every --group-by names the fields there are
+    for command in (["eval"], ["calibrate", "--out", str(tmp_path / "c")],  # every --group-by names the fields
+                    ["answerability", "--out", str(tmp_path / "a")], ["reference", "--out", str(tmp_path / "r")]):
         assert main([*command, "--data", str(tagged), "--group-by", "domian"]) == 2
         assert "no pair has that field; fields in the metadata: domain" in capsys.readouterr().err
 
