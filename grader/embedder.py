@@ -38,6 +38,10 @@ def embedding_cache(model_sha256: str) -> BoundedCache[np.ndarray]:
         return _caches.setdefault(model_sha256, BoundedCache(CACHE_VECTORS))
 
 
+def _reading_key(text: str, max_windows: int) -> bytes:
+    return content_key(text, f"windows of {max_windows}")
+
+
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2 through onnxruntime: (n, 384) float32, unit-normalised rows."""
 
@@ -148,7 +152,7 @@ class OnnxMiniLMEmbedder:
     def _reading(self, text: str, max_windows: int) -> tuple[int, bool]:
         if len(text) <= self.max_length - 2:  # a WordPiece token covers at least one character: one window
             return 0, False
-        known = self._readings.get(content_key(text, f"windows of {max_windows}"))
+        known = self._readings.get(_reading_key(text, max_windows))
         if known is not None:
             return known
         windows, unread = self._tokenise_windows(text, max_windows)
@@ -160,12 +164,12 @@ class OnnxMiniLMEmbedder:
         overflowing = self._windowed.encode(text[:cap]).overflowing
         windows = overflowing[: max_windows - 1]
         unread = len(text) > cap or len(overflowing) > len(windows)
-        self._readings.put_many([(content_key(text, f"windows of {max_windows}"), (len(windows), unread))])
+        self._readings.put_many([(_reading_key(text, max_windows), (len(windows), unread))])
         return windows, unread
 
     def _cached_window_keys(self, text: str, max_windows: int) -> list[bytes] | None:
         """Cache keys of the text's windows 2.. when its window count is known (None: tokenise to find out)."""
-        known = self._readings.get(content_key(text, f"windows of {max_windows}"))
+        known = self._readings.get(_reading_key(text, max_windows))
         if known is None:
             return None
         return [content_key(text, f"window {k + 2} of {self.max_length}") for k in range(known[0])]
