@@ -154,7 +154,8 @@ def _with_llm_labels(grader: CrossEncoderGrader, fit_pairs: Sequence[LabelledPai
 
 
 def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | None,
-                groups: np.ndarray | None = None) -> ConfigError:
+                groups: np.ndarray | None = None, test_pairs: int | None = None,
+                kept_map: bool = False) -> ConfigError:
     """The error for a target no band can be shown to hold, saying whether more labels would help.
 
     ``need`` is estimated on all pairs together: when it is not more than the pairs given, it does not explain
@@ -169,9 +170,16 @@ def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | Non
         how = (f"the target must be shown in each of the {len(set(groups.tolist()))} groups (--group-by), and in at "
                f"least one of them the band decides too few pairs, or too many wrongly, to show it (pairs per "
                f"group: {sizes}); label more pairs of the weakest groups, or calibrate each group on its own")
+    elif kept_map:
+        how = (f"about {need} labelled pairs would do by the estimate, but testing the band on all {n_pairs} "
+               "(the bundle's map kept) did not show it at this confidence; label more pairs, of more queries")
     else:
-        how = (f"on all pairs together about {need} labelled pairs would do, but the held-out half did not "
+        half = f" ({test_pairs} pairs; the map was fitted on the rest)" if test_pairs else ""
+        how = (f"on all pairs together about {need} labelled pairs would do, but the held-out half{half} did not "
                "confirm it; label more pairs, of more queries")
+        if test_pairs:
+            how += (", or try testing the band on all the labels with the bundle's own calibration map "
+                    "(`crag calibrate --calibration-map keep`)")
     return ConfigError(f"cannot hold auto-decided error <= {target_error:.1%} with probability "
                        f">= {1 - delta:.0%} on these {n_pairs} pairs: {how}. Nothing was written.")
 
@@ -218,7 +226,8 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         found = fixed_sequence_test(label_free_bands(probs, grader.policy.decision), probs, y, target_error, delta,
                                     groups=g)
         if found is None:
-            raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta), g)
+            raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta), g,
+                              kept_map=True)
         choice, used = found, 0
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
         metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)",
@@ -237,7 +246,8 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
                                  groups=None if g is None else g[test])
         if not choice.feasible:
-            raise _infeasible(target_error, delta, len(pairs), choice.labels_needed, g)
+            raise _infeasible(target_error, delta, len(pairs), choice.labels_needed, g,
+                              test_pairs=None if llm_labels is not None or groups is not None else int(test.size))
         auto_test = round((1.0 - choice.escalation_rate) * test.size)
         evaluated = [pairs[i] for i in test]
         metrics = {**compute_metrics(evaluated, probs[test], choice.policy),

@@ -191,6 +191,11 @@ def test_an_infeasible_target_is_explained_by_what_actually_failed():
     grouped = str(_infeasible(0.05, 0.1, 4154, 295, np.array(["web", "web", "faq"])))
     assert "each of the 2 groups" in grouped and "faq 1, web 2" in grouped and "would be needed" not in grouped
     assert "did not confirm" in str(_infeasible(0.05, 0.1, 4154, 295))
+    refitted = str(_infeasible(0.05, 0.1, 623, 487, test_pairs=316))  # a refitted map: half the labels test
+    assert "held-out half (316 pairs; the map was fitted on the rest)" in refitted
+    assert "--calibration-map keep" in refitted and "--calibration-map" not in str(_infeasible(0.05, 0.1, 4154, 295))
+    kept = str(_infeasible(0.1, 0.1, 623, 619, kept_map=True))  # every label tested: there is no held-out half
+    assert "testing the band on all 623 (the bundle's map kept)" in kept and "half" not in kept
     assert "Nothing was written" in grouped
 
 
