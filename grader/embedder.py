@@ -146,8 +146,8 @@ class OnnxMiniLMEmbedder:
         Free for texts ``embed_windows`` has just read (a grader whose cosine is all it reads takes its
         ``windows`` / ``truncated`` flags from here); other long texts are tokenised, not embedded."""
         readings = [self._reading(text, max_windows) for text in texts]
-        return (np.array([1 + extra for extra, _ in readings], dtype=np.int64).reshape(len(texts)),
-                np.array([unread for _, unread in readings], dtype=bool).reshape(len(texts)))
+        return (np.array([1 + extra for extra, _ in readings], dtype=np.int64),
+                np.array([unread for _, unread in readings], dtype=bool))
 
     def _reading(self, text: str, max_windows: int) -> tuple[int, bool]:
         if len(text) <= self.max_length - 2:  # a WordPiece token covers at least one character: one window

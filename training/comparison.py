@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,7 @@ def whole_queries(val: PairSet, limit: int, seed: int) -> PairSet:
     if len(val.pairs) <= limit:
         return val
     groups = [group_of(p, "query") for p in val.pairs]
-    counts: dict[str, int] = {}
-    for group in groups:
-        counts[group] = counts.get(group, 0) + 1
+    counts = Counter(groups)
     order = sorted(counts)
     random.Random(seed).shuffle(order)
     keep: set[str] = set()
