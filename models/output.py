@@ -10,7 +10,7 @@ from typing import Any
 
 from models.errors import ConfigError
 
-__all__ = ["check_output_path", "print_json", "print_table"]
+__all__ = ["check_output_path", "check_replaceable_dir", "print_json", "print_table"]
 
 
 def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str | None = None) -> None:
@@ -23,6 +23,22 @@ def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str |
     if keep_existing and target.exists():
         raise ConfigError(f"--out {out} exists; it may hold {keep_existing}: choose a new file (or move it away "
                           "first)")
+
+
+def check_replaceable_dir(out: str | Path, *, key: str, value: str, what: str) -> None:
+    """A directory ``--out`` may be new, empty, or an earlier output of the same command (its ``manifest.json``
+    has ``key == value``), which a passing run replaces; anything else there is refused before any work, so a
+    command never overwrites or deletes what it did not write."""
+    target = Path(out)
+    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+        return
+    try:
+        found = json.loads((target / "manifest.json").read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        found = None
+    if found != value:
+        raise ConfigError(f"--out {out} exists and is not {what} (only one of those is replaced); choose a new "
+                          "directory so nothing stored there is lost")
 
 
 def print_json(data: Any) -> None:

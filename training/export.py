@@ -8,7 +8,6 @@ behind at ``out``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -24,6 +23,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from models.bundle import read_bundle, write_manifest
 from models.deps import require
 from models.errors import BundleError, ConfigError, ParityError
+from models.output import check_replaceable_dir
 from models.progress import stage
 from models.registry import resolve_bundle
 from training.data import PairSet, load_pairs
@@ -133,7 +133,7 @@ def export_bundle(
                        "(pass a larger --probe pairs file, %d+ pairs)", probe_path, len(probe_set.pairs),
                        MIN_PROBE_PAIRS)
     out = Path(out)
-    _check_export_out(out)
+    check_replaceable_dir(out, key="backend", value="onnx", what="an exported ONNX bundle")
     reference = TorchGrader(source)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="crag-export-") as tmp_name:
@@ -182,20 +182,6 @@ def export_bundle(
     _apply_umask(out)
     read_bundle(out)
     return out
-
-
-def _check_export_out(out: Path) -> None:
-    """``out`` may be new, empty, or an earlier exported (ONNX) bundle, which a passing gate replaces; anything
-    else there, the torch bundle exported from included, is refused before any work and never deleted."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        return
-    try:
-        backend = json.loads((out / "manifest.json").read_text(encoding="utf-8")).get("backend")
-    except (OSError, ValueError, AttributeError):
-        backend = None
-    if backend != "onnx":
-        raise ConfigError(f"--out {out} exists and is not an exported ONNX bundle (export replaces only one of "
-                          "those); choose a new directory so nothing stored there is lost")
 
 
 def _apply_umask(root: Path) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from models.bundle import sha256_file
 from models.deps import require
 from models.errors import ParityError
+from models.output import check_replaceable_dir
 from training.export import quantize_weights
 from training.versions import library_versions
 
@@ -72,7 +73,9 @@ def export_token_embeddings(model: Any, path: Path) -> None:
 
 
 def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]:
-    """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest."""
+    """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest. ``out`` must be new,
+    empty or an earlier embedder export: anything else there is refused before any work."""
+    check_replaceable_dir(out, key="kind", value="embedder", what="an exported embedder")
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     ort = require("onnxruntime", "onnx")

@@ -92,6 +92,34 @@ def test_export_never_deletes_what_is_not_an_earlier_export(tiny_torch_bundle, t
     assert read_bundle(export_bundle(tiny_torch_bundle, tmp_path / "empty", int8=False)).manifest.backend == "onnx"
 
 
+def test_export_embedder_refuses_a_directory_it_did_not_write(tiny_onnx_bundle, tmp_path):
+    from training.export_embedder import export_embedder
+
+    before = {p.name: p.read_bytes() for p in tiny_onnx_bundle.iterdir() if p.is_file()}
+    work = tmp_path / "mine"
+    work.mkdir()
+    (work / "model.int8.onnx").write_text("my own model")
+    for out in (tiny_onnx_bundle, work):  # a grader bundle has a model.int8.onnx too: it used to be overwritten
+        with pytest.raises(ConfigError, match="is not an exported embedder"):
+            export_embedder(out)
+    assert {p.name: p.read_bytes() for p in tiny_onnx_bundle.iterdir() if p.is_file()} == before
+    assert (work / "model.int8.onnx").read_text() == "my own model"
+
+
+def test_replaceable_dir_accepts_new_empty_and_earlier_outputs(tmp_path):
+    from models.output import check_replaceable_dir
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "manifest.json").write_text(json.dumps({"kind": "embedder"}))
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "new", tmp_path / "empty", earlier):
+        check_replaceable_dir(out, key="kind", value="embedder", what="an exported embedder")
+    (earlier / "manifest.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="choose a new directory"):
+        check_replaceable_dir(earlier, key="kind", value="embedder", what="an exported embedder")
+
+
 def test_training_never_overwrites_a_bundle_or_other_files(tiny_torch_bundle, squad_pairs_file, tmp_path):
     from training.data import PairSet
     from training.finetune import train_grader
