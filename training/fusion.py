@@ -105,9 +105,10 @@ def choose_fusion(ce_logits: np.ndarray, cosine: np.ndarray, y: np.ndarray, grou
     """The share of the cosine that helps the worst domain most, with the per-domain evidence."""
     g = np.asarray(groups)
     names = _usable_groups(y, g)
-    if len(names) < 2:
-        raise ConfigError(f"fusion is chosen across domains and needs at least 2 groups with {MIN_GROUP_PAIRS}+ "
-                          f"pairs of both classes; got {names or 'none'} (check --group-by)")
+    if not names:
+        raise ConfigError(f"the fusion is chosen on groups (domains) with {MIN_GROUP_PAIRS}+ pairs of both classes; "
+                          f"none of {sorted(set(g.tolist()))[:10]} has that many (more labelled pairs, or a coarser "
+                          "--group-by, or --group-by none)")
     z_ce = (ce_logits - ce_logits.mean()) / (float(ce_logits.std()) or 1.0)
     z_cos = (cosine - cosine.mean()) / (float(cosine.std()) or 1.0)
     share = _best_share(z_ce, z_cos, y, g, names)
@@ -199,15 +200,19 @@ def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, la
     source = cross_encoder_grader(model)
     check_new_bundle_dir(source.bundle.path, out)  # before the slow scoring, not after
     data, _ = model_decided(load_pairs(data_path, label_map=label_map))  # pairs that reach the fused score
-    groups = groups_of(data.pairs, group_by) or []
+    groups = groups_of(data.pairs, group_by)
     ce_logits, cosine = fusion_inputs(source, data.pairs)
-    choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups)
+    choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups or ["all"] * len(data.pairs))
     recal = recalibrate(source, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
                         method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine))
     probe = data.pairs[:: max(1, len(data.pairs) // max(1, probe_pairs))]
     written, parity = write_fused_bundle(source, out, choice, recal, data, probe=probe, int8_only=int8_only,
                                          max_flip=max_flip)
     notes = [recal.note] if recal.note else []
+    if len(choice.per_group) == 1:
+        notes.append("the mix was chosen on one domain, the one it will grade: nothing checks how it carries to "
+                     "others (pairs of several domains with --group-by give a mix that holds in the worst of "
+                     "them); evaluate it on held-out pairs with `crag eval`")
     if not choice.head.uses_cross_encoder:
         notes.append("mixing in the cross-encoder did not lift the worst domain over the cosine alone, so the fused "
                      "bundle gives it no weight and grades by the calibrated cosine; it never runs the cross-encoder "

@@ -52,10 +52,25 @@ def test_a_cross_encoder_that_hurts_a_domain_at_every_mix_is_left_out():
     assert choose_fusion(flipped, cos, y, groups).cosine_share == 1.0
 
 
-def test_one_domain_is_refused():
-    ce, cos, y, _ = _two_domains()
-    with pytest.raises(ConfigError, match="at least 2 groups"):
-        choose_fusion(ce, cos, y, ["only"] * len(y))
+def test_one_domain_gets_the_mix_best_for_it_and_too_few_pairs_are_refused():
+    ce, cos, y, groups = _two_domains()
+    b = np.asarray(groups) == "b"
+    choice = choose_fusion(ce[b], cos[b], y[b], ["only"] * int(b.sum()))
+    assert 0.0 < choice.cosine_share < 1.0 and choice.leave_one_out == {}
+    assert choice.per_group["only"]["auroc_fused"] > choice.per_group["only"]["auroc_biencoder"]
+    with pytest.raises(ConfigError, match="none of \\['only'\\] has that many"):
+        choose_fusion(ce[:10], cos[:10], y[:10], ["only"] * 10)
+
+
+def test_crag_fuse_on_data_of_one_domain_warns_that_nothing_checked_other_domains(tiny_onnx_bundle,
+                                                                                  squad_pairs_file, tmp_path, capsys):
+    out = tmp_path / "fused"
+    assert main(["fuse", "--model", str(tiny_onnx_bundle), "--data", str(squad_pairs_file), "--group-by", "none",
+                 "--out", str(out), "--target-escalation", "0.5"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["per_domain"]) == {"all"} and report["leave_one_domain_out"] == {}
+    assert "chosen on one domain" in report["warning"]
+    assert load_grader(out).fusion is not None
 
 
 def test_crag_fuse_writes_a_verified_calibrated_int8_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path, capsys):

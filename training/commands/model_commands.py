@@ -155,7 +155,8 @@ def _fuse(args: argparse.Namespace) -> int:
     target_error, target_escalation = targets_of(args)
     delta = guarantee_delta(args, target_escalation)
     print_json(fuse_bundle(args.model, args.data, args.out, label_map=parse_label_map(args.label_map),
-                           group_by=args.group_by, target_error=target_error, target_escalation=target_escalation,
+                           group_by=None if args.group_by.lower() == "none" else args.group_by,
+                           target_error=target_error, target_escalation=target_escalation,
                            delta=delta, calibration=args.calibration, int8_only=args.int8_only,
                            max_flip=args.max_flip, probe_pairs=args.probe_pairs, seed=args.seed))
     return 0
@@ -168,7 +169,8 @@ def register_fuse(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="cross-encoder ONNX bundle (crag export)")
     p.add_argument("--data", required=True, help="labelled pairs from several domains (not the training pairs)")
     p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
-    p.add_argument("--group-by", default="domain", help="metadata field (or 'source') naming each pair's domain")
+    p.add_argument("--group-by", default="domain", help="metadata field (or 'source') naming each pair's domain; "
+                                                        "'none' for data of one domain")
     p.add_argument("--out", required=True, help="new bundle directory")
     p.add_argument("--int8-only", action="store_true", help="ship only the int8 model (parity-gated)")
     p.add_argument("--max-flip", type=float, default=0.02, help="max share of fused int8 verdict flips")
