@@ -92,11 +92,16 @@ class Strip:
 def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_budget: int = 300,
            min_probability: float = 0.1) -> list[Strip]:
     """Split chunks into sentence strips, grade them with the same grader, keep the best within the budget,
-    and return them in document order."""
+    and return them in document order. A sentence that repeats an earlier one (same words, whatever the case
+    and punctuation; chunks come in authority order) is neither graded nor kept twice."""
     strips: list[tuple[str, int, str]] = []
+    seen: set[tuple[str, ...]] = set()
     for chunk in chunks:
-        strips.extend((chunk.chunk_id, len(strips) + i, sentence) for i, sentence in
-                      enumerate(sentence_strips(chunk.text)))
+        for sentence in sentence_strips(chunk.text):
+            words = tuple(re.findall(r"\w+", sentence.lower()))
+            if words not in seen:
+                seen.add(words)
+                strips.append((chunk.chunk_id, len(strips), sentence))
     if not strips:
         return []
     with not_monitored():  # strips are not retrieved chunks: the shift alarm watches chunks only

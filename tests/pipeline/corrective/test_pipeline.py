@@ -167,6 +167,18 @@ def test_refine_keeps_sentences_in_order_and_drops_markdown_headings(grader):
     assert len(tight) == 1  # the budget keeps only the best strip
 
 
+def test_refine_grades_and_keeps_a_repeated_sentence_once(grader):
+    from pipeline.corrective.correction import refine
+
+    first = make_chunk("guide", 'To reset your password, open Settings and click "Reset password". A link is e-mailed.')
+    copy = make_chunk("faq", "To reset your password, open settings and click Reset password! Links expire in a day.")
+    strips = refine("How do I reset my password?", [first, copy], grader, token_budget=200, min_probability=0.0)
+    assert [s.chunk_id for s in strips if "reset your password" in s.text.lower()] == ["guide"]
+    assert sorted(s.text for s in strips) == sorted([
+        'To reset your password, open Settings and click "Reset password".', "A link is e-mailed.",
+        "Links expire in a day."])
+
+
 def test_aspects_are_content_words_not_stopwords():
     from pipeline.corrective.context_quality import aspects_of
 
