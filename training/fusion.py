@@ -189,7 +189,8 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
 
 
 def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
-                group_by: str = "domain", target_error: float | None = 0.05, target_escalation: float | None = None,
+                group_by: str | None = "domain", target_error: float | None = 0.05,
+                target_escalation: float | None = None,
                 delta: float | None = None, calibration: str = "platt", int8_only: bool = False,
                 max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
     """``crag fuse``: choose the fusion on ``data_path``, calibrate the fused score, write the new bundle."""
