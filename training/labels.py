@@ -23,7 +23,8 @@ LabelMap = dict[str, Verdict]
 
 
 def parse_label_map(spec: str | None) -> LabelMap | None:
-    """Parse ``"3=relevant,2=partial,0-1=irrelevant"`` into {"3": RELEVANT, "2": PARTIAL, "0": ..., "1": ...}."""
+    """Parse ``"3=relevant,2=partial,0-1=irrelevant"`` into {"3": RELEVANT, "2": PARTIAL, "0": ..., "1": ...};
+    a dataset's own label names map too (``"Good=relevant,PotentiallyUseful=partial,Bad=irrelevant"``, any case)."""
     if spec is None or not spec.strip():
         return None
     mapping: LabelMap = {}
@@ -37,7 +38,7 @@ def parse_label_map(spec: str | None) -> LabelMap | None:
             )
         verdict = SYNONYMS[value]
         span = re.fullmatch(r"(-?\d+)\s*-\s*(-?\d+)", key)
-        keys = [str(v) for v in range(int(span[1]), int(span[2]) + 1)] if span else [key]
+        keys = [str(v) for v in range(int(span[1]), int(span[2]) + 1)] if span else [key.lower()]
         if span and int(span[1]) > int(span[2]):
             raise ConfigError(f"label-map range {key!r} is empty; write the low end first, e.g. '0-1'")
         for k in keys:
@@ -59,12 +60,16 @@ def parse_label(value: object, label_map: LabelMap | None = None) -> Verdict:
         return label_map[key]
     if key in SYNONYMS and (label_map is None or not key.lstrip("-").isdigit()):
         return SYNONYMS[key]
-    if label_map is not None and key.lstrip("-").isdigit():
+    if label_map is not None:
         raise ConfigError(f"label {value!r} is not in the label map; known values: {sorted(label_map)}")
     close = difflib.get_close_matches(key, list(SYNONYMS), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    graded = " For graded integers pass a label map such as --label-map '3=relevant,2=partial,0-1=irrelevant'."
+    if key.lstrip("-").isdigit():
+        how = " For graded integers pass a label map such as --label-map '3=relevant,2=partial,0-1=irrelevant'."
+    else:
+        how = (" For a dataset's own label names pass a label map such as "
+               "--label-map 'Good=relevant,Potential=partial,Bad=irrelevant'.")
     raise ConfigError(
         f"unknown label {value!r}{hint} Use relevant / partial / irrelevant (or correct / ambiguous / incorrect, "
-        f"1 / 0, yes / no, true / false).{graded if key.lstrip('-').isdigit() else ''}"
+        f"1 / 0, yes / no, true / false).{how}"
     )

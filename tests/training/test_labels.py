@@ -40,3 +40,14 @@ def test_bad_label_maps(spec):
 
 def test_empty_map_is_none():
     assert parse_label_map(None) is None and parse_label_map("  ") is None
+
+
+def test_a_datasets_own_label_names_map_in_any_case():
+    mapping = parse_label_map("Good=relevant, PotentiallyUseful=partial, Bad=irrelevant")
+    assert parse_label("Good", mapping) is Verdict.RELEVANT and parse_label("good", mapping) is Verdict.RELEVANT
+    assert parse_label("POTENTIALLYUSEFUL", mapping) is Verdict.PARTIAL
+    assert parse_label("Bad", mapping) is Verdict.IRRELEVANT
+    with pytest.raises(ConfigError, match=r"'Dialogue' is not in the label map; known values: \['bad', 'good'"):
+        parse_label("Dialogue", mapping)
+    with pytest.raises(ConfigError, match="--label-map 'Good=relevant"):  # without a map, the error says how
+        parse_label("Good")

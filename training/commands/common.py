@@ -6,7 +6,13 @@ import argparse
 
 from grader.calibration import CALIBRATION_METHODS
 
-__all__ = ["add_target", "guarantee_delta", "targets_of"]
+__all__ = ["add_label_map", "add_target", "guarantee_delta", "targets_of"]
+
+
+def add_label_map(p: argparse.ArgumentParser) -> None:
+    """--label-map: graded integers or a dataset's own label names to verdicts."""
+    p.add_argument("--label-map", help="labels to verdicts: graded integers ('3=relevant,2=partial,0-1=irrelevant') "
+                                       "or a dataset's own names ('Good=relevant,Potential=partial,Bad=irrelevant')")
 
 
 def add_target(p: argparse.ArgumentParser, default_delta: float | None = None, default_calibration: str = "auto"

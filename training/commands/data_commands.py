@@ -9,6 +9,7 @@ from grader.llm import LLMGrader
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError
 from models.output import check_output_path, print_json
+from training.commands.common import add_label_map
 from training.data import PairSet, load_pairs, write_pairs
 from training.labels import parse_label_map
 
@@ -54,7 +55,7 @@ def _mine(args: argparse.Namespace) -> int:
 def register_mine(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mine", help="add mined hard negatives for queries that only have positives")
     p.add_argument("--data", required=True)
-    p.add_argument("--label-map")
+    add_label_map(p)
     p.add_argument("--corpus", help="text file, one passage per line (default: the texts in --data)")
     p.add_argument("--out", required=True)
     p.add_argument("--per-query", type=int, default=2)

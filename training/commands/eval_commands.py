@@ -11,7 +11,7 @@ from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.output import print_json, print_table
 from models.registry import MODEL_OPTION_HELP, resolve_bundle
-from training.commands.common import add_target, guarantee_delta, targets_of
+from training.commands.common import add_label_map, add_target, guarantee_delta, targets_of
 from training.data import PairSet, groups_of, load_pairs, write_pairs
 from training.labels import parse_label_map
 
@@ -88,7 +88,7 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a grader on labelled pairs")
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--data", required=True)
-    p.add_argument("--label-map")
+    add_label_map(p)
     p.add_argument("--json", help="write the full report here")
     p.add_argument("--group-by", help="also report each group of pairs apart, by this metadata field (e.g. domain)")
     p.add_argument("--plots", help="path prefix for PNG plots (reliability, error vs escalation)")
@@ -235,7 +235,7 @@ def _labelled_bundle_io(p: argparse.ArgumentParser, model_help: str, data_help: 
     """--model, --data, --label-map and --out of the commands that write a new bundle from labelled pairs."""
     p.add_argument("--model", default="default", help=model_help)
     p.add_argument("--data", required=True, help=data_help)
-    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    add_label_map(p)
     p.add_argument("--out", required=True, help=out_help)
 
 

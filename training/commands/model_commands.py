@@ -9,7 +9,7 @@ from pathlib import Path
 from models.bundle import read_bundle
 from models.output import print_json
 from models.registry import resolve_bundle
-from training.commands.common import add_target, guarantee_delta, targets_of
+from training.commands.common import add_label_map, add_target, guarantee_delta, targets_of
 from training.data import PairSet, load_pairs
 from training.labels import parse_label_map
 
@@ -54,7 +54,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="fine-tune a cross-encoder grader on labelled pairs")
     p.add_argument("--data", required=True, help="labelled pairs (.jsonl, .csv, .tsv)")
     p.add_argument("--val", help="validation pairs; default: a split of --data grouped by --group-by")
-    p.add_argument("--label-map", help="graded labels, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    add_label_map(p)
     p.add_argument("--base", default="default-base", help="local base model dir (default: all-MiniLM-L6-v2)")
     p.add_argument("--out", required=True, help="output directory (a torch bundle)")
     p.add_argument("--group-by", default="query", choices=["query", "source"])
@@ -168,7 +168,7 @@ def register_fuse(sub: argparse._SubParsersAction) -> None:
                             "domain of your labelled pairs, then calibrate the fused score")
     p.add_argument("--model", required=True, help="cross-encoder ONNX bundle (crag export)")
     p.add_argument("--data", required=True, help="labelled pairs from several domains (not the training pairs)")
-    p.add_argument("--label-map", help="graded labels to verdicts, e.g. '3=relevant,2=partial,0-1=irrelevant'")
+    add_label_map(p)
     p.add_argument("--group-by", default="domain", help="metadata field (or 'source') naming each pair's domain; "
                                                         "'none' for data of one domain")
     p.add_argument("--out", required=True, help="new bundle directory")
