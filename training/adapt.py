@@ -18,7 +18,7 @@ import numpy as np
 
 from grader.fusion import FusionHead
 from models.errors import ConfigError
-from training.data import load_pairs, model_decided
+from training.data import PairSet, as_pairs, model_decided
 from training.fusion import COSINE_SHARES, head_for_share
 from training.metrics import auroc, binary_labels
 from training.recalibrate import (
@@ -43,18 +43,19 @@ def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray,
     return head_for_share(max(COSINE_SHARES, key=rank), ce[fit], cos[fit], embedder=embedder)
 
 
-def adapt_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
+def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, *, label_map: Any = None,
                  target_error: float | None = 0.05, target_escalation: float | None = None,
                  delta: float | None = 0.1, calibration: str = "platt", seed: int = 0,
                  min_gain: float = MIN_GAIN) -> dict[str, Any]:
-    """Adapt ``model`` (a fused bundle) to the labelled pairs at ``data_path``; write the new bundle at ``out``.
+    """Adapt ``model`` (a fused bundle) to the labelled pairs ``data`` (or a file of them); write the new bundle at
+    ``out``.
     A new head is adopted when it ranks the held-out queries better by ``min_gain`` AUROC."""
     grader = cross_encoder_grader(model, cross_encoder=True)  # the mix is refitted: its logits are needed
     if grader.fusion is None:
         raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "
                           "thresholds (or `crag fuse` first)")
     check_new_bundle_dir(grader.bundle.path, out)  # before the slow scoring
-    data, _ = model_decided(load_pairs(data_path, label_map=label_map))  # the pairs that reach the fused score
+    data, _ = model_decided(as_pairs(data, label_map=label_map))  # the pairs that reach the fused score
     y = binary_labels(data.pairs)
     if len(data.pairs) < 40 or y.min() == y.max():
         raise ConfigError(f"adapting needs at least 40 labelled pairs with both relevant and irrelevant ones; got "

@@ -24,13 +24,47 @@ from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
 
-__all__ = ["LabelledPair", "PairSet", "group_by_query", "groups_of", "load_pairs", "model_decided", "query_key",
-           "write_pairs"]
+__all__ = ["LabelledPair", "PairSet", "as_pairs", "group_by_query", "groups_of", "load_pairs", "model_decided",
+           "parse_columns", "query_key", "write_pairs"]
 
 logger = logging.getLogger(__name__)
 REQUIRED = ("query", "text", "label")
 OPTIONAL = ("query_id", "chunk_id", "source", "metadata")
 MAX_REPORTED = 20
+COLUMNS_HINT = "--columns 'query=question,text=passage,label=relevance'"
+
+
+def parse_columns(spec: str | None) -> dict[str, str] | None:
+    """Parse ``"query=question,text=passage"`` (our field = the file's field) for files named their own way."""
+    if spec is None or not spec.strip():
+        return None
+    columns: dict[str, str] = {}
+    for part in spec.split(","):
+        ours, sep, theirs = (x.strip() for x in part.partition("="))
+        if not sep or not theirs or ours not in REQUIRED + OPTIONAL:
+            raise ConfigError(f"bad --columns entry {part.strip()!r} in {spec!r}; write <field>=<your column> with "
+                              f"field one of {list(REQUIRED + OPTIONAL)}, e.g. {COLUMNS_HINT}")
+        if ours in columns or theirs in columns.values():
+            raise ConfigError(f"--columns {spec!r} names {ours!r} or {theirs!r} twice")
+        columns[ours] = theirs
+    return columns
+
+
+def _renamed(record: Any, columns: dict[str, str] | None) -> Any:
+    """A record with the file's own field names replaced by ours (fields we do not use are kept as they are)."""
+    if not columns or not isinstance(record, dict):
+        return record
+    theirs = set(columns.values())
+    out = {k: v for k, v in record.items() if k not in theirs and k not in columns}
+    out.update({ours: record[name] for ours, name in columns.items() if name in record})
+    return out
+
+
+def _missing_hint(fields: Iterable[str], columns: dict[str, str] | None) -> str:
+    """How to map a file's own field names, listing the fields it has."""
+    if columns:
+        return f"; --columns maps {columns} and the record has {sorted(fields)}"
+    return f"; the record has {sorted(fields)}: map yours with {COLUMNS_HINT}"
 
 
 def query_key(query: str) -> str:
@@ -109,7 +143,8 @@ def _decode(path: Path) -> str:
         ) from exc
 
 
-def _records(path: Path, fmt: str, text: str, labelled: bool = True) -> Iterator[tuple[int, Any]]:
+def _records(path: Path, fmt: str, text: str, labelled: bool = True,
+             columns: dict[str, str] | None = None) -> Iterator[tuple[int, Any]]:
     if fmt == "jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -121,24 +156,28 @@ def _records(path: Path, fmt: str, text: str, labelled: bool = True) -> Iterator
         return
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
     header = reader.fieldnames or []
-    missing = [c for c in REQUIRED if c not in header and (labelled or c != "label")]
+    names = columns or {}
+    missing = [names.get(c, c) for c in REQUIRED if names.get(c, c) not in header and (labelled or c != "label")]
     if missing:
+        how = f"--columns maps {names}" if names else f"map yours with {COLUMNS_HINT}"
         raise DataError(
             f"{path}:1: header {header} lacks column(s) {missing}; the columns are "
-            f"{list(REQUIRED)} plus optional {list(OPTIONAL)}"
+            f"{list(REQUIRED)} plus optional {list(OPTIONAL)} ({how})"
         )
     for row in reader:
         yield reader.line_num, row
 
 
-def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True) -> LabelledPair:
+def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True,
+               columns: dict[str, str] | None = None) -> LabelledPair:
     if not isinstance(record, dict):
         raise ConfigError(f"each record must be a JSON object, got {type(record).__name__}")
+    fields = list(record)
     if not labelled:
         record = {**record, "label": Verdict.IRRELEVANT.value}  # placeholder, replaced by the labeller
     missing = [k for k in REQUIRED if record.get(k) is None]
     if missing:
-        raise ConfigError(f"missing field(s) {missing}")
+        raise ConfigError(f"missing field(s) {missing}{_missing_hint(fields, columns)}")
     if record["label"] == "":
         raise ConfigError("label is empty")
     query, text = record["query"], record["text"]
@@ -166,12 +205,13 @@ def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True
 
 
 def load_pairs(
-    path: str | Path, *, label_map: LabelMap | None = None, fmt: str | None = None, labelled: bool = True
+    path: str | Path, *, label_map: LabelMap | None = None, fmt: str | None = None, labelled: bool = True,
+    columns: dict[str, str] | None = None,
 ) -> PairSet:
     """Load and validate a labelled pair file; raise one :class:`DataError` listing every bad line.
 
     With ``labelled=False`` (unlabelled pairs for ``crag label``) only query and text are required and
-    any label in the file is ignored.
+    any label in the file is ignored. ``columns`` maps our field names to the file's (:func:`parse_columns`).
     """
     path = Path(path)
     if not path.is_file():
@@ -184,12 +224,12 @@ def load_pairs(
     errors: list[str] = []
     warnings: list[str] = []
     seen: dict[tuple[str, str], tuple[int, Verdict]] = {}
-    for number, record in _records(path, kind, text, labelled):
+    for number, record in _records(path, kind, text, labelled, columns):
         if isinstance(record, DataError):
             errors.append(str(record))
             continue
         try:
-            pair = _pair_from(record, label_map, labelled=labelled)
+            pair = _pair_from(_renamed(record, columns), label_map, labelled=labelled, columns=columns)
         except ConfigError as exc:
             errors.append(f"{path}:{number}: {exc}")
             continue
@@ -210,6 +250,11 @@ def load_pairs(
     for message in warnings[:MAX_REPORTED]:
         logger.warning(message)
     return PairSet(pairs=pairs, warnings=warnings, path=str(path))
+
+
+def as_pairs(data: str | Path | PairSet, *, label_map: LabelMap | None = None, labelled: bool = True) -> PairSet:
+    """``data`` as loaded pairs: a PairSet as it is, a path read with :func:`load_pairs`."""
+    return data if isinstance(data, PairSet) else load_pairs(data, label_map=label_map, labelled=labelled)
 
 
 def model_decided(data: PairSet) -> tuple[PairSet, np.ndarray]:

@@ -188,19 +188,20 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     return out, report
 
 
-def fuse_bundle(model: str | Path, data_path: str | Path, out: str | Path, *, label_map: Any = None,
+def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, *, label_map: Any = None,
                 group_by: str | None = "domain", target_error: float | None = 0.05,
                 target_escalation: float | None = None,
                 delta: float | None = None, calibration: str = "platt", int8_only: bool = False,
                 max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """``crag fuse``: choose the fusion on ``data_path``, calibrate the fused score, write the new bundle."""
-    from training.data import groups_of, load_pairs, model_decided
+    """``crag fuse``: choose the fusion on ``data`` (labelled pairs or a file of them), calibrate the fused score,
+    write the new bundle."""
+    from training.data import as_pairs, groups_of, model_decided
     from training.metrics import binary_labels
     from training.recalibrate import cross_encoder_grader, recalibrate
 
     source = cross_encoder_grader(model)
     check_new_bundle_dir(source.bundle.path, out)  # before the slow scoring, not after
-    data, _ = model_decided(load_pairs(data_path, label_map=label_map))  # pairs that reach the fused score
+    data, _ = model_decided(as_pairs(data, label_map=label_map))  # pairs that reach the fused score
     groups = groups_of(data.pairs, group_by)
     ce_logits, cosine = fusion_inputs(source, data.pairs)
     choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups or ["all"] * len(data.pairs))

@@ -135,6 +135,8 @@ def _answerability_lines(m: Any) -> list[str]:
     settings = entry.get("fitted_with") or {}
     command = " ".join(["crag answerability --model <bundle>", f"--data {settings.get('data')}",
                         *([f"--test {settings['test']}"] if settings.get("test") else []),
+                        *([f"--columns '{settings['columns']}'"] if settings.get("columns") else []),
+                        *([f"--label-map '{settings['label_map']}'"] if settings.get("label_map") else []),
                         *([f"--group-by {settings['group_by']}"] if settings.get("group_by") else []),
                         f"--min-answer-rate {settings.get('min_answer_rate')}", "--out <new bundle>"])
     return [*lines, "", f"Reproduce: `{command}`. Turn it off or move it per run with `crag ask --answer-floor P`",

@@ -285,13 +285,13 @@ def check_new_bundle_dir(source: str | Path, out: str | Path) -> Path:
 def calibrate_command(settings: dict[str, Any]) -> str:
     """The `crag calibrate` command line that ``settings`` (as recorded by :func:`write_recalibrated`) describe."""
     parts = ["crag calibrate", f"--model {settings['model']}", f"--data {settings['data']}"]
-    for key, flag in (("label_map", "--label-map"), ("group_by", "--group-by"),
+    for key, flag in (("columns", "--columns"), ("label_map", "--label-map"), ("group_by", "--group-by"),
                       ("target_error", "--target-error"), ("target_escalation", "--target-escalation"),
                       ("delta", "--delta"), ("calibration", "--calibration"), ("calibration_map", "--calibration-map"),
                       ("llm_labels", "--llm-labels"), ("llm_accuracy", "--llm-accuracy")):
         if settings.get(key) is not None:
             value = settings[key]
-            parts.append(f"{flag} '{value}'" if key == "label_map" else f"{flag} {value}")
+            parts.append(f"{flag} '{value}'" if key in ("columns", "label_map") else f"{flag} {value}")
     if settings.get("delta") is None and settings.get("target_escalation") is None:
         parts.append("--no-guarantee")
     if settings.get("seed"):

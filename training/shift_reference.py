@@ -14,19 +14,19 @@ from typing import Any
 
 from grader.shift import make_reference
 from models.registry import resolve_bundle
-from training.data import groups_of, load_pairs, model_decided
+from training.data import PairSet, as_pairs, groups_of, model_decided
 from training.model_card import rewrite_reference_section
 from training.recalibrate import check_new_bundle_dir, cross_encoder_grader, write_derived_bundle
 
 __all__ = ["refresh_reference"]
 
 
-def refresh_reference(model: str | Path, data: str | Path, out: str | Path, group_by: str | None = None
+def refresh_reference(model: str | Path, data: str | Path | PairSet, out: str | Path, group_by: str | None = None
                       ) -> dict[str, Any]:
     """Write ``out``: ``model`` with a reference made from the pairs of ``data`` (and one per group of
     ``group_by``, a metadata field such as ``domain``); returns what changed."""
     check_new_bundle_dir(resolve_bundle(model), out)  # before scoring: fail fast, overwrite nothing
-    pairs = model_decided(load_pairs(data, labelled=False))[0].pairs  # the live window never sees rule-decided ones
+    pairs = model_decided(as_pairs(data, labelled=False))[0].pairs  # the live window never sees rule-decided ones
     grader = cross_encoder_grader(model)
     logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
     reference = make_reference(logits, [len(p.text) for p in pairs], [p.query_id for p in pairs],

@@ -117,3 +117,30 @@ def test_model_decided_by_domain_groups_leaves_out_echoes_and_caps(tmp_path):
     assert [(d, p.text) for d, p in got] == [("biomedical", "A is a vowel."), ("biomedical", "B is a consonant."),
                                              ("biomedical", "C is a consonant."), ("web", "Z is a letter.")]
     assert [d for d, _ in model_decided_by_domain(path, limit=1)] == ["biomedical", "web"]
+
+
+def test_a_files_own_field_names_map_with_columns(tmp_path):
+    from models import ConfigError
+    from training.data import parse_columns
+
+    rows = [{"question": "Is there an IKEA in Doha?", "passage": "Yes, in Festival City.", "relevance": "Good",
+             "id": "c1"},
+            {"question": "Is there an IKEA in Doha?", "passage": "So is there an IKEA there?", "relevance": "Bad"}]
+    path = _jsonl(tmp_path / "forum.jsonl", rows)
+    with pytest.raises(DataError, match=r"missing field\(s\) \['query', 'text', 'label'\]; the record has "
+                                        r"\['id', 'passage', 'question', 'relevance'\]: map yours with --columns"):
+        load_pairs(path)
+    columns = parse_columns("query=question, text=passage, label=relevance, chunk_id=id")
+    data = load_pairs(path, columns=columns, label_map=parse_label_map("good=relevant,bad=irrelevant"))
+    assert [(p.query, p.text, p.label, p.chunk_id) for p in data.pairs] == [
+        ("Is there an IKEA in Doha?", "Yes, in Festival City.", Verdict.RELEVANT, "c1"),
+        ("Is there an IKEA in Doha?", "So is there an IKEA there?", Verdict.IRRELEVANT, None)]
+    (tmp_path / "f.tsv").write_text("question\tpassage\tjudgement\nq\tt\t1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['judgement2'\].*--columns maps"):
+        load_pairs(tmp_path / "f.tsv", columns=parse_columns("query=question,text=passage,label=judgement2"))
+    tsv = load_pairs(tmp_path / "f.tsv", columns=parse_columns("query=question,text=passage,label=judgement"))
+    assert tsv.pairs[0].label is Verdict.RELEVANT and tsv.pairs[0].text == "t"
+    for bad in ("question=query", "query", "query=a,query=b", "query=a,text=a"):
+        with pytest.raises(ConfigError, match="--columns"):
+            parse_columns(bad)
+    assert parse_columns(None) is None and parse_columns(" ") is None

@@ -1,18 +1,31 @@
-"""Helpers shared by the training commands: JSON output and the threshold-target options."""
+"""Helpers shared by the training commands: reading labelled pairs and the threshold-target options."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from grader.calibration import CALIBRATION_METHODS
+from training.data import PairSet, load_pairs, parse_columns
+from training.labels import parse_label_map
 
-__all__ = ["add_label_map", "add_target", "guarantee_delta", "targets_of"]
+__all__ = ["add_pair_format", "add_target", "guarantee_delta", "pairs_from_args", "targets_of"]
 
 
-def add_label_map(p: argparse.ArgumentParser) -> None:
-    """--label-map: graded integers or a dataset's own label names to verdicts."""
-    p.add_argument("--label-map", help="labels to verdicts: graded integers ('3=relevant,2=partial,0-1=irrelevant') "
-                                       "or a dataset's own names ('Good=relevant,Potential=partial,Bad=irrelevant')")
+def add_pair_format(p: argparse.ArgumentParser, *, labels: bool = True) -> None:
+    """--columns (a file's own field names) and, for labelled pairs, --label-map (its own labels)."""
+    p.add_argument("--columns", help="your file's own field names, e.g. 'query=question,text=passage,label=relevance' "
+                                     "(fields: query, text, label, query_id, chunk_id, source, metadata)")
+    if labels:
+        p.add_argument("--label-map",
+                       help="labels to verdicts: graded integers ('3=relevant,2=partial,0-1=irrelevant') or a "
+                            "dataset's own names ('Good=relevant,Potential=partial,Bad=irrelevant')")
+
+
+def pairs_from_args(args: argparse.Namespace, path: str | Path, *, labelled: bool = True) -> PairSet:
+    """The pairs at ``path``, read with the command's --columns and --label-map."""
+    label_map = parse_label_map(getattr(args, "label_map", None)) if labelled else None
+    return load_pairs(path, label_map=label_map, labelled=labelled, columns=parse_columns(args.columns))
 
 
 def add_target(p: argparse.ArgumentParser, default_delta: float | None = None, default_calibration: str = "auto"

@@ -9,9 +9,8 @@ from grader.llm import LLMGrader
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError
 from models.output import check_output_path, print_json
-from training.commands.common import add_label_map
-from training.data import PairSet, load_pairs, write_pairs
-from training.labels import parse_label_map
+from training.commands.common import add_pair_format, pairs_from_args
+from training.data import PairSet, write_pairs
 
 __all__ = ["register_convert", "register_label", "register_mine"]
 
@@ -40,7 +39,7 @@ def _mine(args: argparse.Namespace) -> int:
     from training.negatives import mine_hard_negatives
 
     check_output_path(args.out, args.data)
-    data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
+    data = pairs_from_args(args, args.data)
     corpus = None
     if args.corpus:
         corpus = [c.strip() for c in Path(args.corpus).read_text(encoding="utf-8").splitlines() if c.strip()]
@@ -55,7 +54,7 @@ def _mine(args: argparse.Namespace) -> int:
 def register_mine(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mine", help="add mined hard negatives for queries that only have positives")
     p.add_argument("--data", required=True)
-    add_label_map(p)
+    add_pair_format(p)
     p.add_argument("--corpus", help="text file, one passage per line (default: the texts in --data)")
     p.add_argument("--out", required=True)
     p.add_argument("--per-query", type=int, default=2)
@@ -72,7 +71,7 @@ def _label(args: argparse.Namespace) -> int:
     if config is None:
         raise ConfigError("crag label needs an LLM: pass --llm-model (and --llm-base-url for a local server)")
     check_output_path(args.out, args.data, keep_existing="labels an LLM was paid for, or a person's")
-    data = load_pairs(args.data, labelled=False)
+    data = pairs_from_args(args, args.data, labelled=False)
     if args.ray is not None:
         from training.ray_labelling import label_with_ray  # Ray is imported only on this path
 
@@ -94,6 +93,7 @@ def _label(args: argparse.Namespace) -> int:
 def register_label(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("label", help="label unlabelled (query, text) pairs with an LLM, recording its reasons")
     p.add_argument("--data", required=True, help="pairs with query and text (a label column is ignored)")
+    add_pair_format(p, labels=False)
     p.add_argument("--out", required=True)
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",

@@ -11,9 +11,8 @@ from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.output import print_json, print_table
 from models.registry import MODEL_OPTION_HELP, resolve_bundle
-from training.commands.common import add_label_map, add_target, guarantee_delta, targets_of
+from training.commands.common import add_pair_format, add_target, guarantee_delta, pairs_from_args, targets_of
 from training.data import PairSet, groups_of, load_pairs, write_pairs
-from training.labels import parse_label_map
 
 __all__ = ["register_answerability", "register_calibrate", "register_eval", "register_reference"]
 
@@ -25,7 +24,7 @@ GROUP_KEYS = ("n", "positives", "auroc", "escalation_rate", "auto_error_rate", "
 def _eval(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate_grader, write_plots, write_report
 
-    data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
+    data = pairs_from_args(args, args.data)
     grader = load_grader(args.model, backend=args.backend, threads=args.threads)
     if not isinstance(grader, CrossEncoderGrader):
         raise ConfigError(f"crag eval needs a cross-encoder bundle, got {type(grader).__name__}")
@@ -88,7 +87,7 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a grader on labelled pairs")
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--data", required=True)
-    add_label_map(p)
+    add_pair_format(p)
     p.add_argument("--json", help="write the full report here")
     p.add_argument("--group-by", help="also report each group of pairs apart, by this metadata field (e.g. domain)")
     p.add_argument("--plots", help="path prefix for PNG plots (reliability, error vs escalation)")
@@ -115,7 +114,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     )
 
     if args.suggest:
-        pool = load_pairs(args.data, labelled=False)
+        pool = pairs_from_args(args, args.data, labelled=False)
         chosen = suggest_pairs(args.model, pool.pairs, args.suggest)
         out = Path(args.out)
         write_pairs(chosen, out)
@@ -124,7 +123,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                             "--out <new bundle>"})
         return 0
     check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
-    data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
+    data = pairs_from_args(args, args.data)
     target_error, target_escalation = targets_of(args)
     delta = guarantee_delta(args, target_escalation)
     groups = groups_of(data.pairs, args.group_by)
@@ -143,7 +142,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
                          groups=groups, seed=args.seed, llm_labels=llm_labels, calibration_map=args.calibration_map)
-    settings = {"model": str(args.model), "data": str(args.data), "label_map": args.label_map,
+    settings = {"model": str(args.model), "data": str(args.data), "columns": args.columns, "label_map": args.label_map,
                 "group_by": args.group_by, "target_error": target_error, "target_escalation": target_escalation,
                 "delta": delta, "calibration": args.calibration, "calibration_map": args.calibration_map,
                 "llm_labels": args.llm_labels, "llm_accuracy": args.llm_accuracy, "seed": args.seed}
@@ -176,7 +175,8 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
 def _reference(args: argparse.Namespace) -> int:
     from training.shift_reference import refresh_reference
 
-    print_json(refresh_reference(args.model, args.data, args.out, group_by=args.group_by))
+    print_json(refresh_reference(args.model, pairs_from_args(args, args.data, labelled=False), args.out,
+                                 group_by=args.group_by))
     return 0
 
 
@@ -185,6 +185,7 @@ def register_reference(sub: argparse._SubParsersAction) -> None:
                                          "it was calibrated on")
     p.add_argument("--model", default="default", help="bundle name or directory")
     p.add_argument("--data", required=True, help="the pairs the bundle was calibrated on (JSONL; labels not needed)")
+    add_pair_format(p, labels=False)
     p.add_argument("--out", required=True, help="new bundle directory (the source is never changed)")
     p.add_argument("--group-by", help="a metadata field (e.g. domain): each group also gets a reference, and data "
                                       "like any one group is not a shift")
@@ -196,8 +197,8 @@ def _answerability(args: argparse.Namespace) -> int:
     from training.recalibrate import check_new_bundle_dir, cross_encoder_grader
 
     check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
-    data = load_pairs(args.data, label_map=parse_label_map(args.label_map))
-    test = load_pairs(args.test, label_map=parse_label_map(args.label_map)) if args.test else None
+    data = pairs_from_args(args, args.data)
+    test = pairs_from_args(args, args.test) if args.test else None
     grader = cross_encoder_grader(args.model)
     entry = fit_answer_floor(best_per_query(grader, data.pairs, args.group_by), min_answer_rate=args.min_answer_rate,
                              min_per_class=args.min_per_class)
@@ -205,8 +206,8 @@ def _answerability(args: argparse.Namespace) -> int:
         entry["test"] = {"data": test.summary(),
                          "groups": answerability_report(best_per_query(grader, test.pairs, args.group_by),
                                                         entry["floor"])}
-    settings = {"model": str(args.model), "data": str(args.data), "test": args.test, "label_map": args.label_map,
-                "group_by": args.group_by, "min_answer_rate": args.min_answer_rate,
+    settings = {"model": str(args.model), "data": str(args.data), "test": args.test, "columns": args.columns,
+                "label_map": args.label_map, "group_by": args.group_by, "min_answer_rate": args.min_answer_rate,
                 "min_per_class": args.min_per_class}
     out = write_answerability(args.model, args.out, entry, data, settings)
     print_json({"out": str(out), "floor": entry["floor"], "binding_group": entry["binding_group"],
@@ -232,10 +233,11 @@ def register_answerability(sub: argparse._SubParsersAction) -> None:
 
 
 def _labelled_bundle_io(p: argparse.ArgumentParser, model_help: str, data_help: str, out_help: str) -> None:
-    """--model, --data, --label-map and --out of the commands that write a new bundle from labelled pairs."""
+    """--model, --data, --columns, --label-map and --out of the commands that write a new bundle from labelled
+    pairs."""
     p.add_argument("--model", default="default", help=model_help)
     p.add_argument("--data", required=True, help=data_help)
-    add_label_map(p)
+    add_pair_format(p)
     p.add_argument("--out", required=True, help=out_help)
 
 
@@ -252,7 +254,7 @@ def _adapt(args: argparse.Namespace) -> int:
     from training.adapt import adapt_bundle
 
     target_error, target_escalation = targets_of(args)
-    print_json(adapt_bundle(args.model, args.data, args.out, label_map=parse_label_map(args.label_map),
+    print_json(adapt_bundle(args.model, pairs_from_args(args, args.data), args.out,
                             target_error=target_error, target_escalation=target_escalation,
                             delta=guarantee_delta(args, target_escalation), calibration=args.calibration,
                             seed=args.seed))

@@ -9,9 +9,8 @@ from pathlib import Path
 from models.bundle import read_bundle
 from models.output import print_json
 from models.registry import resolve_bundle
-from training.commands.common import add_label_map, add_target, guarantee_delta, targets_of
-from training.data import PairSet, load_pairs
-from training.labels import parse_label_map
+from training.commands.common import add_pair_format, add_target, guarantee_delta, pairs_from_args, targets_of
+from training.data import PairSet
 
 __all__ = ["register_export", "register_export_embedder", "register_fuse", "register_recipe", "register_train"]
 
@@ -22,10 +21,9 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.compare_with != "none":
         resolve_bundle(args.compare_with)  # a misspelt name fails now, not after the training
-    label_map = parse_label_map(args.label_map)
-    data = load_pairs(args.data, label_map=label_map)
+    data = pairs_from_args(args, args.data)
     if args.val:
-        train, val = data, load_pairs(args.val, label_map=label_map)
+        train, val = data, pairs_from_args(args, args.val)
     else:
         tr, va = group_split(data.pairs, test_size=args.val_share, by=args.group_by, seed=args.seed)
         train, val = PairSet(tr, path=data.path), PairSet(va, path=f"{data.path} (held out by {args.group_by})")
@@ -54,7 +52,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="fine-tune a cross-encoder grader on labelled pairs")
     p.add_argument("--data", required=True, help="labelled pairs (.jsonl, .csv, .tsv)")
     p.add_argument("--val", help="validation pairs; default: a split of --data grouped by --group-by")
-    add_label_map(p)
+    add_pair_format(p)
     p.add_argument("--base", default="default-base", help="local base model dir (default: all-MiniLM-L6-v2)")
     p.add_argument("--out", required=True, help="output directory (a torch bundle)")
     p.add_argument("--group-by", default="query", choices=["query", "source"])
@@ -154,7 +152,7 @@ def _fuse(args: argparse.Namespace) -> int:
 
     target_error, target_escalation = targets_of(args)
     delta = guarantee_delta(args, target_escalation)
-    print_json(fuse_bundle(args.model, args.data, args.out, label_map=parse_label_map(args.label_map),
+    print_json(fuse_bundle(args.model, pairs_from_args(args, args.data), args.out,
                            group_by=None if args.group_by.lower() == "none" else args.group_by,
                            target_error=target_error, target_escalation=target_escalation,
                            delta=delta, calibration=args.calibration, int8_only=args.int8_only,
@@ -168,7 +166,7 @@ def register_fuse(sub: argparse._SubParsersAction) -> None:
                             "domain of your labelled pairs, then calibrate the fused score")
     p.add_argument("--model", required=True, help="cross-encoder ONNX bundle (crag export)")
     p.add_argument("--data", required=True, help="labelled pairs from several domains (not the training pairs)")
-    add_label_map(p)
+    add_pair_format(p)
     p.add_argument("--group-by", default="domain", help="metadata field (or 'source') naming each pair's domain; "
                                                         "'none' for data of one domain")
     p.add_argument("--out", required=True, help="new bundle directory")

@@ -85,6 +85,25 @@ def test_eval_reports_a_data_shift_naming_the_fix(capsys, tmp_path, squad_pairs_
     assert "recalibrate with `crag calibrate`" in summary["data_shift"]
 
 
+def test_commands_read_a_files_own_field_and_label_names(capsys, tmp_path, squad_pairs_file):
+    rows = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
+    theirs = tmp_path / "theirs.jsonl"
+    theirs.write_text("".join(json.dumps({"question": r["query"], "passage": r["text"],
+                                          "grade": "Good" if r["label"] == "relevant" else "Bad"}) + "\n"
+                              for r in rows if r["label"] != "partial"), encoding="utf-8")
+    assert main(["eval", "--data", str(theirs)]) == 2
+    assert "map yours with --columns 'query=question,text=passage,label=relevance'" in capsys.readouterr().err
+    assert main(["eval", "--data", str(theirs), "--columns", "query=question,text=passage,label=grade",
+                 "--label-map", "good=relevant,bad=irrelevant"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n"] == sum(r["label"] != "partial" for r in rows) and summary["auroc"] > 0.8
+    assert main(["calibrate", "--data", str(theirs), "--columns", "query=question,text=passage,label=grade",
+                 "--label-map", "Good=relevant,Bad=irrelevant", "--target-escalation", "0.5",
+                 "--out", str(tmp_path / "c")]) == 0
+    card = (tmp_path / "c" / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "--columns 'query=question,text=passage,label=grade' --label-map 'Good=relevant,Bad=irrelevant'" in card
+
+
 def test_calibrate_writes_a_new_bundle(capsys, tmp_path, squad_pairs_file):
     out = tmp_path / "recal"
     assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
