@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class OnnxMiniLMEmbedder:
                 keys = self._cached_window_keys(text, max_windows)
                 found = [self.cache.get(key) for key in keys or ()]
                 if keys is not None and all(v is not None for v in found):  # known windows, all cached: no tokenising
-                    cached.update((len(extra) + k, v) for k, v in enumerate(found))
+                    cached.update((len(extra) + k, v) for k, v in enumerate(found) if v is not None)
                     extra.extend((i, key, None) for key in keys)
                     continue
                 windows, _ = self._tokenise_windows(text, max_windows)
@@ -177,11 +178,12 @@ class OnnxMiniLMEmbedder:
     def _embed_batch(self, texts: Sequence[str], rows: Sequence[int]) -> np.ndarray:
         return self._embed_encodings(self.tokenizer.encode_batch([texts[i] or " " for i in rows]))
 
-    def _embed_encodings(self, encoded: Sequence[object]) -> np.ndarray:
-        width = max(len(e.ids) for e in encoded)  # type: ignore[attr-defined]
+    def _embed_encodings(self, encoded: Sequence[Any]) -> np.ndarray:
+        """Mean-pooled, normalised vectors of tokenizers ``Encoding`` objects."""
+        width = max(len(e.ids) for e in encoded)
         ids = np.zeros((len(encoded), width), dtype=np.int64)
         mask = np.zeros_like(ids)
-        for r, e in enumerate(encoded):  # type: ignore[assignment]
+        for r, e in enumerate(encoded):
             ids[r, : len(e.ids)] = e.ids
             mask[r, : len(e.ids)] = 1
         hidden = self.sessions.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})

@@ -5,14 +5,17 @@ from __future__ import annotations
 import difflib
 import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.protocol import Grader
 from models.bundle import read_bundle
 from models.errors import ConfigError
 from models.registry import resolve_bundle
 
-__all__ = ["BACKENDS", "load_grader"]
+if TYPE_CHECKING:
+    from grader.cross_encoder import CrossEncoderGrader
+
+__all__ = ["BACKENDS", "load_cross_encoder", "load_grader"]
 
 BACKENDS: dict[str, str] = {
     "onnx": "grader.onnx_backend:OnnxGrader",
@@ -39,4 +42,16 @@ def load_grader(model: str | Path = "default", *, backend: str = "onnx", **optio
     chosen = bundle.manifest.backend if backend == "auto" else backend
     cls = _backend_class(chosen)
     grader: Grader = cls(bundle, **options)
+    return grader
+
+
+def load_cross_encoder(model: str | Path = "default", *, backend: str = "onnx", **options: Any) -> CrossEncoderGrader:
+    """:func:`load_grader` for what needs a bundle's raw scores (evaluation, batch grading, recalibration): the
+    grader of a cross-encoder bundle, or an error naming what was loaded instead."""
+    from grader.cross_encoder import CrossEncoderGrader
+
+    grader = load_grader(model, backend=backend, **options)
+    if not isinstance(grader, CrossEncoderGrader):
+        raise ConfigError(f"{model} must be a cross-encoder bundle (crag train / crag export); it loaded a "
+                          f"{type(grader).__name__}")
     return grader

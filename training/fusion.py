@@ -21,7 +21,7 @@ import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
 from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from grader.fusion import FusionHead, cosines
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError, ParityError
@@ -164,7 +164,7 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     variants = src.manifest.model_files
     report = None
     if "fp32" in variants and "int8" in variants and probe:
-        report = parity_report(load_grader(staging, variant="fp32"), load_grader(staging, variant="int8"),
+        report = parity_report(load_cross_encoder(staging, variant="fp32"), load_cross_encoder(staging, variant="int8"),
                                PairSet(list(probe)))
         manifest["parity"] = {**manifest["parity"], "fused_int8": report}
         if int8_only:

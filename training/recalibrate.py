@@ -22,7 +22,7 @@ import numpy as np
 
 from grader.calibration import fit_calibrator
 from grader.cross_encoder import CrossEncoderGrader
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from grader.shift import make_reference
 from grader.thresholds import (
     ThresholdChoice,
@@ -79,10 +79,7 @@ class Recalibration:
 def cross_encoder_grader(model: str | Path, *, cross_encoder: bool | None = None) -> CrossEncoderGrader:
     """The bundle's grader; recalibration needs a cross-encoder (raw logits to refit). ``cross_encoder=True``
     runs it even when the bundle's fusion head gives it no weight (to refit the mix)."""
-    grader = load_grader(resolve_bundle(model), backend="auto", cross_encoder=cross_encoder)
-    if not isinstance(grader, CrossEncoderGrader):
-        raise ConfigError("recalibration needs a cross-encoder bundle")
-    return grader
+    return load_cross_encoder(resolve_bundle(model), backend="auto", cross_encoder=cross_encoder)
 
 
 def query_split(pairs: Sequence[LabelledPair], seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -34,7 +34,7 @@ pydantic = require("pydantic", "langchain")
 __all__ = ["ChatModelJudge", "CragDocumentCompressor", "cascade_with_chat_model", "grade_documents_node"]
 
 
-class CragDocumentCompressor(documents.BaseDocumentCompressor):  # type: ignore[misc,name-defined]
+class CragDocumentCompressor(documents.BaseDocumentCompressor):  # type: ignore[misc,name-defined,unused-ignore]
     """Keeps relevant (and, unless ``keep_uncertain=False``, unresolved uncertain) documents, annotated."""
 
     model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)

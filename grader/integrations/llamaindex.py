@@ -33,7 +33,7 @@ class GradedNodes:
     decision: Decision
 
 
-class CragNodePostprocessor(postprocessor_types.BaseNodePostprocessor):  # type: ignore[misc,name-defined]
+class CragNodePostprocessor(postprocessor_types.BaseNodePostprocessor):  # type: ignore[misc,name-defined,unused-ignore]
     """Grades ``NodeWithScore`` objects with any crag-grader Grader (the small model or the cascade)."""
 
     model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)

@@ -89,9 +89,8 @@ def _index_add(args: argparse.Namespace) -> int:
     if not report.files:
         reasons = "; ".join(f"{s['path']}: {s['reason']}" for s in report.skipped)
         raise DataError(f"nothing was indexed ({reasons}); the index was not changed")
-    local = isinstance(store, LocalHybridIndex)
     print_json({"index": args.qdrant_url or args.index, **report.to_dict(),
-                **({"index_chunks": len(store)} if local else {})})
+                **({"index_chunks": len(store)} if isinstance(store, LocalHybridIndex) else {})})
     return 0
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from grader.cross_encoder import CrossEncoderGrader
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from models.errors import ConfigError, DataError
 from models.output import check_output_path, print_json
 from models.registry import MODEL_OPTION_HELP
@@ -119,9 +119,7 @@ def _grade_file(args: argparse.Namespace) -> int:
                                   block=args.block, skip_errors=args.skip_errors, max_line_chars=args.max_line_chars))
         return 0
     options = {"batch_size": args.batch_size} if args.batch_size else {}
-    grader = load_grader(args.model, threads=args.threads, **options)
-    if not isinstance(grader, CrossEncoderGrader):
-        raise ConfigError(f"--model must be a cross-encoder bundle, got {type(grader).__name__}")
+    grader = load_cross_encoder(args.model, threads=args.threads, **options)
     options = {"block": args.block, "skip_errors": args.skip_errors, "max_line_chars": args.max_line_chars}
     if args.out == "-":  # pairs on stdout, the summary on stderr
         summary = grade_stream(grader, Path(args.pairs), sys.stdout, **options)

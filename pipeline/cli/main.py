@@ -53,7 +53,7 @@ class _CommandParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _DefaultsFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
-    def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:  # type: ignore[override]
+    def add_argument(self, *args: object, **kwargs: object) -> argparse.Action:
         if kwargs.get("help") is None and kwargs.get("default") not in (None, False, argparse.SUPPRESS):
             kwargs["help"] = "(default: %(default)s)"  # an option without help text still shows its default
         return super().add_argument(*args, **kwargs)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem
@@ -42,7 +42,7 @@ class GradingActor:
     """Loads the grader once; grades a batch of raw lines into output lines (or reported errors)."""
 
     def __init__(self, model: str, threads: int, max_line_chars: int) -> None:
-        self.grader = load_grader(model, threads=threads)
+        self.grader = load_cross_encoder(model, threads=threads)
         self.max_line_chars = max_line_chars
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:

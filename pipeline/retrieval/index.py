@@ -98,7 +98,8 @@ def _filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
     """SQL conditions for exact-match metadata filters: known fields are columns, others metadata keys."""
     if not filters:
         return "", []
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[Any] = []
     for key, value in filters.items():
         if not isinstance(key, str) or not key:
             raise ConfigError(f"filter keys must be non-empty strings, got {key!r}")
