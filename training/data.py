@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from grader.echo import rule_decided
+from models.columns import COLUMNS_HINT, missing_fields_hint, renamed
+from models.columns import parse_columns as columns_of
 from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
@@ -31,40 +33,6 @@ logger = logging.getLogger(__name__)
 REQUIRED = ("query", "text", "label")
 OPTIONAL = ("query_id", "chunk_id", "source", "metadata")
 MAX_REPORTED = 20
-COLUMNS_HINT = "--columns 'query=question,text=passage,label=relevance'"
-
-
-def parse_columns(spec: str | None) -> dict[str, str] | None:
-    """Parse ``"query=question,text=passage"`` (our field = the file's field) for files named their own way."""
-    if spec is None or not spec.strip():
-        return None
-    columns: dict[str, str] = {}
-    for part in spec.split(","):
-        ours, sep, theirs = (x.strip() for x in part.partition("="))
-        if not sep or not theirs or ours not in REQUIRED + OPTIONAL:
-            raise ConfigError(f"bad --columns entry {part.strip()!r} in {spec!r}; write <field>=<your column> with "
-                              f"field one of {list(REQUIRED + OPTIONAL)}, e.g. {COLUMNS_HINT}")
-        if ours in columns or theirs in columns.values():
-            raise ConfigError(f"--columns {spec!r} names {ours!r} or {theirs!r} twice")
-        columns[ours] = theirs
-    return columns
-
-
-def _renamed(record: Any, columns: dict[str, str] | None) -> Any:
-    """A record with the file's own field names replaced by ours (fields we do not use are kept as they are)."""
-    if not columns or not isinstance(record, dict):
-        return record
-    theirs = set(columns.values())
-    out = {k: v for k, v in record.items() if k not in theirs and k not in columns}
-    out.update({ours: record[name] for ours, name in columns.items() if name in record})
-    return out
-
-
-def _missing_hint(fields: Iterable[str], columns: dict[str, str] | None) -> str:
-    """How to map a file's own field names, listing the fields it has."""
-    if columns:
-        return f"; --columns maps {columns} and the record has {sorted(fields)}"
-    return f"; the record has {sorted(fields)}: map yours with {COLUMNS_HINT}"
 
 
 def query_key(query: str) -> str:
@@ -143,6 +111,11 @@ def _decode(path: Path) -> str:
         ) from exc
 
 
+def parse_columns(spec: str | None) -> dict[str, str] | None:
+    """``--columns`` for labelled pairs: {our field: the file's field} (:func:`models.columns.parse_columns`)."""
+    return columns_of(spec, REQUIRED + OPTIONAL)
+
+
 def _records(path: Path, fmt: str, text: str, labelled: bool = True,
              columns: dict[str, str] | None = None) -> Iterator[tuple[int, Any]]:
     if fmt == "jsonl":
@@ -177,7 +150,7 @@ def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True
         record = {**record, "label": Verdict.IRRELEVANT.value}  # placeholder, replaced by the labeller
     missing = [k for k in REQUIRED if record.get(k) is None]
     if missing:
-        raise ConfigError(f"missing field(s) {missing}{_missing_hint(fields, columns)}")
+        raise ConfigError(f"missing field(s) {missing}{missing_fields_hint(fields, columns)}")
     if record["label"] == "":
         raise ConfigError("label is empty")
     query, text = record["query"], record["text"]
@@ -229,7 +202,7 @@ def load_pairs(
             errors.append(str(record))
             continue
         try:
-            pair = _pair_from(_renamed(record, columns), label_map, labelled=labelled, columns=columns)
+            pair = _pair_from(renamed(record, columns), label_map, labelled=labelled, columns=columns)
         except ConfigError as exc:
             errors.append(f"{path}:{number}: {exc}")
             continue

@@ -17,22 +17,29 @@ from typing import IO, Any
 
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_cross_encoder
+from models.columns import missing_fields_hint, parse_columns, renamed
 from models.errors import ConfigError, DataError
 from models.output import check_output_path, print_json
 from models.registry import MODEL_OPTION_HELP
 from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_rows, open_graded_output
 
-__all__ = ["grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
+__all__ = ["PAIR_FIELDS", "grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
 
 
 MAX_LINE_CHARS = 1_000_000
+PAIR_FIELDS = ("query", "text", *KEPT_COLUMNS)  # what --columns may map
 
 
-def pair_problem(record: Any) -> str | None:
-    if not isinstance(record, dict) or not isinstance(record.get("query"), str) \
-            or not isinstance(record.get("text"), str) or not record["query"].strip():
+def pair_problem(record: Any, columns: dict[str, str] | None = None) -> str | None:
+    """What is wrong with a pair record already in our field names (None when nothing); ``columns`` is the
+    mapping it went through, for the hint."""
+    if not isinstance(record, dict):
         return "each line needs a non-empty string 'query' and a string 'text'"
+    if not isinstance(record.get("query"), str) or not isinstance(record.get("text"), str) \
+            or not record["query"].strip():
+        hint = missing_fields_hint(record, columns) if "query" not in record or "text" not in record else ""
+        return "each line needs a non-empty string 'query' and a string 'text'" + hint
     return None
 
 
@@ -56,21 +63,26 @@ def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
     return out
 
 
-def _pairs(path: Path, skipped: list[tuple[int, str]] | None,
-           max_line_chars: int) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
+def _pairs(path: Path, skipped: list[tuple[int, str]] | None, max_line_chars: int,
+           columns: dict[str, str] | None = None) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
+    def problem(record: Any) -> str | None:
+        return pair_problem(renamed(record, columns), columns)
+
     if is_parquet(str(path)):
-        rows = iter_parquet_rows(str(path), errors=skipped, check=pair_problem)
+        rows = iter_parquet_rows(str(path), errors=skipped, check=problem)
     else:
-        rows = iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped,
-                               check=pair_problem)
-    for number, record in rows:
+        rows = iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped, check=problem)
+    for number, raw in rows:
+        record = renamed(raw, columns)
         yield number, record["query"], record["text"], kept_fields(number, record)
 
 
 def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256,
-                 skip_errors: bool = False, max_line_chars: int = MAX_LINE_CHARS) -> dict[str, Any]:
+                 skip_errors: bool = False, max_line_chars: int = MAX_LINE_CHARS,
+                 columns: dict[str, str] | None = None) -> dict[str, Any]:
     """Grade every pair of ``source`` into ``out``; returns counts and timing. A bad line stops the run after
-    the pairs read before it are graded and written (or, with ``skip_errors``, is reported and skipped)."""
+    the pairs read before it are graded and written (or, with ``skip_errors``, is reported and skipped).
+    ``columns`` maps our field names to the file's."""
     if block < 1:
         raise ConfigError(f"block must be >= 1, got {block}")
     started, count, uncertain = time.perf_counter(), 0, 0
@@ -87,7 +99,7 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
         pending.clear()
 
     try:
-        for item in _pairs(source, skipped, max_line_chars):
+        for item in _pairs(source, skipped, max_line_chars, columns):
             pending.append(item)
             if len(pending) >= block:
                 flush()
@@ -107,6 +119,7 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
 
 
 def _grade_file(args: argparse.Namespace) -> int:
+    columns = parse_columns(args.columns, PAIR_FIELDS)
     if args.out != "-":
         check_output_path(args.out, args.pairs)
     if args.ray is not None:
@@ -116,11 +129,13 @@ def _grade_file(args: argparse.Namespace) -> int:
             raise ConfigError("--batch-size is not used with --ray: pairs are graded one per call there")
         print_json(grade_with_ray(args.pairs, args.out, address=None if args.ray == "local" else args.ray,
                                   model=args.model, actors=args.ray_actors, threads=args.threads or 1,
-                                  block=args.block, skip_errors=args.skip_errors, max_line_chars=args.max_line_chars))
+                                  block=args.block, skip_errors=args.skip_errors, max_line_chars=args.max_line_chars,
+                                  columns=columns))
         return 0
     options = {"batch_size": args.batch_size} if args.batch_size else {}
     grader = load_cross_encoder(args.model, threads=args.threads, **options)
-    options = {"block": args.block, "skip_errors": args.skip_errors, "max_line_chars": args.max_line_chars}
+    options = {"block": args.block, "skip_errors": args.skip_errors, "max_line_chars": args.max_line_chars,
+               "columns": columns}
     if args.out == "-":  # pairs on stdout, the summary on stderr
         summary = grade_stream(grader, Path(args.pairs), sys.stdout, **options)
         sys.stderr.write(json.dumps(summary) + "\n")
@@ -145,6 +160,8 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
                                  "number; needs crag-grader[parquet])")
     p.add_argument("--out", required=True, help="output JSONL, or Parquet when it ends in .parquet (written "
                                                 "atomically), or - for JSONL on stdout")
+    p.add_argument("--columns", help="your file's own field names, e.g. 'query=question,text=passage,id=pair_id' "
+                                     f"(fields: {', '.join(PAIR_FIELDS)})")
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from grader.factory import load_cross_encoder
+from models.columns import renamed
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem
@@ -41,9 +42,10 @@ def _lines_of_file(row: dict[str, Any]) -> list[dict[str, Any]]:
 class GradingActor:
     """Loads the grader once; grades a batch of raw lines into output lines (or reported errors)."""
 
-    def __init__(self, model: str, threads: int, max_line_chars: int) -> None:
+    def __init__(self, model: str, threads: int, max_line_chars: int, columns: dict[str, str] | None = None) -> None:
         self.grader = load_cross_encoder(model, threads=threads)
         self.max_line_chars = max_line_chars
+        self.columns = columns
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         out: list[tuple[int, str, str]] = []  # (position, kind "ok"/"error", text)
@@ -68,7 +70,8 @@ class GradingActor:
             record = json.loads(raw)
         except json.JSONDecodeError as exc:
             return f"invalid JSON ({exc.msg})", {}
-        return pair_problem(record), record
+        record = renamed(record, self.columns)
+        return pair_problem(record, self.columns), record
 
 
 def _read(ray: Any, source: str) -> Any:
@@ -87,7 +90,7 @@ def _read(ray: Any, source: str) -> Any:
 
 def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "default", actors: int = 2,
                    threads: int = 1, block: int = 256, skip_errors: bool = False,
-                   max_line_chars: int = 1_000_000) -> dict[str, Any]:
+                   max_line_chars: int = 1_000_000, columns: dict[str, str] | None = None) -> dict[str, Any]:
     """Grade ``source`` into ``out`` on Ray (``address`` None starts a local runtime); returns the summary."""
     if actors < 1 or threads < 1 or block < 1:
         raise ConfigError(f"--ray-actors, --threads and --block must be >= 1, got {actors}, {threads}, {block}")
@@ -101,7 +104,8 @@ def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "
     # to one actor, and a whole file would otherwise be one block
     context.target_max_block_size = max(BYTES_PER_LINE * block, 16 * 1024)
     graded = _read(ray, source).map_batches(
-        GradingActor, fn_constructor_kwargs={"model": model, "threads": threads, "max_line_chars": max_line_chars},
+        GradingActor, fn_constructor_kwargs={"model": model, "threads": threads, "max_line_chars": max_line_chars,
+                                             "columns": columns},
         batch_size=block, batch_format="numpy", concurrency=actors, num_cpus=threads)
     count = uncertain = 0
     skipped: list[dict[str, Any]] = []

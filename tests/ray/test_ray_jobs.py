@@ -90,6 +90,20 @@ def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
     assert summary["pairs"] == 40 and summary["skipped"] == 1 and summary["skipped_lines"][0]["line"] == 23
 
 
+def test_ray_grading_reads_a_files_own_field_names(runtime, tmp_path, capsys):
+    pairs = _pairs_file(tmp_path / "pairs.jsonl")
+    theirs = tmp_path / "theirs.jsonl"
+    theirs.write_text("".join(json.dumps({"question": r["query"], "passage": r["text"]}) + "\n" for r in
+                              (json.loads(line) for line in pairs.read_text().splitlines() if line.strip())))
+    assert main(["grade-file", str(theirs), "--out", str(tmp_path / "local.jsonl"),
+                 "--columns", "query=question,text=passage"]) == 0
+    assert main(["grade-file", str(theirs), "--out", str(tmp_path / "ray.jsonl"), "--ray", "--block", "8",
+                 "--columns", "query=question,text=passage"]) == 0
+    capsys.readouterr()
+    remote = (tmp_path / "ray.jsonl").read_text().splitlines()
+    assert len(remote) == 40 and remote == (tmp_path / "local.jsonl").read_text().splitlines()
+
+
 def test_ray_labelling_equals_the_local_command(runtime, server, tmp_path, capsys):
     data = tmp_path / "unlabelled.jsonl"
     data.write_text("".join(json.dumps({"query": QUESTIONS[i % 3], "text": TEXTS[i % 3] + f" ({i})"}) + "\n"

@@ -57,6 +57,25 @@ def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
     assert [json.loads(line)["id"] for line in kept] == ["p0"]  # graded before the bad line, not lost
 
 
+def test_grade_file_reads_a_files_own_field_names(capsys, tmp_path):
+    ours = tmp_path / "ours.jsonl"
+    theirs = tmp_path / "theirs.jsonl"
+    rows = [{"query": "What is the capital of France?", "text": t, "chunk_id": f"c{i}"}
+            for i, t in enumerate(["Paris is the capital of France.", "Bananas are yellow."])]
+    ours.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    theirs.write_text("".join(json.dumps({"question": r["query"], "passage": r["text"], "doc": r["chunk_id"]})
+                              + "\n" for r in rows), encoding="utf-8")
+    assert main(["grade-file", str(theirs), "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "the record has ['doc', 'passage', 'question']: map yours with --columns" in capsys.readouterr().err
+    assert main(["grade-file", str(ours), "--out", str(tmp_path / "ours.out.jsonl")]) == 0
+    assert main(["grade-file", str(theirs), "--out", str(tmp_path / "theirs.out.jsonl"),
+                 "--columns", "query=question,text=passage,chunk_id=doc"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "theirs.out.jsonl").read_text() == (tmp_path / "ours.out.jsonl").read_text()
+    assert main(["grade-file", str(theirs), "--out", str(tmp_path / "y.jsonl"), "--columns", "label=grade"]) == 2
+    assert "bad --columns entry 'label=grade'" in capsys.readouterr().err
+
+
 def test_grade_file_gives_echoes_the_verdict_grade_gives(capsys, tmp_path):
     from grader import load_grader
 
