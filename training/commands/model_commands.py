@@ -165,7 +165,8 @@ def register_fuse(sub: argparse._SubParsersAction) -> None:
                        help="mix the frozen bi-encoder's cosine into a cross-encoder bundle, chosen for the worst "
                             "domain of your labelled pairs, then calibrate the fused score")
     p.add_argument("--model", required=True, help="cross-encoder ONNX bundle (crag export)")
-    p.add_argument("--data", required=True, help="labelled pairs from several domains (not the training pairs)")
+    p.add_argument("--data", required=True,
+                   help="labelled pairs, best of several domains (--group-by); not the training pairs")
     add_pair_format(p)
     p.add_argument("--group-by", default="domain", help="metadata field (or 'source') naming each pair's domain; "
                                                         "'none' for data of one domain")
