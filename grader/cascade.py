@@ -140,7 +140,7 @@ class CascadeGrader:
         if grade.decided_by != "model":
             return grade
         verdict, uncertain = self.policy.verdict(grade.probability)
-        return replace(grade, verdict=verdict, uncertain=uncertain)
+        return replace(grade, verdict=verdict, uncertain=uncertain or grade.withheld)
 
     @staticmethod
     def _flag(grade: Grade, reason: str) -> Grade:

@@ -16,6 +16,7 @@ import numpy as np
 
 from grader.bounded_cache import BoundedCache, content_key
 from grader.calibration import Calibrator, calibrator_from_dict
+from grader.contrast import contrast_reason, contrasted
 from grader.echo import non_answer_reason, rule_decided
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.fusion import FusionHead, cosines
@@ -78,13 +79,17 @@ class ScoredPairs:
 
 class GradedScores:
     """What ``grade`` gives many pairs, as arrays in input order: ``probabilities`` (0 for the pairs a rule
-    decides), ``ruled`` (which pairs a rule decided: query echoes, wordless or empty chunks) and ``scored``,
-    the model's scores of the other pairs, in their order (for logits, truncation and timings)."""
+    decides), ``ruled`` (which pairs a rule decided: query echoes, wordless or empty chunks), ``withheld``
+    (pairs above the upper threshold that ``grade`` still marks uncertain: swapped opposites,
+    :mod:`grader.contrast`) and ``scored``, the model's scores of the other pairs, in their order (for logits,
+    truncation and timings)."""
 
-    def __init__(self, probabilities: np.ndarray, ruled: np.ndarray, scored: ScoredPairs):
+    def __init__(self, probabilities: np.ndarray, ruled: np.ndarray, scored: ScoredPairs,
+                 withheld: np.ndarray | None = None):
         self.probabilities = probabilities
         self.ruled = ruled
         self.scored = scored
+        self.withheld = np.zeros(len(ruled), dtype=bool) if withheld is None else withheld
 
     @property
     def truncated(self) -> np.ndarray:
@@ -255,7 +260,10 @@ class CrossEncoderGrader:
             fusion_inputs=_joined_fusion_inputs(parts))
         probs = np.zeros(len(pairs))
         probs[~ruled] = self.probabilities(scored.logits)
-        return GradedScores(probs, ruled, scored)
+        accepted = np.flatnonzero(~ruled & (probs >= self.policy.upper)).tolist()
+        withheld = np.zeros(len(pairs), dtype=bool)
+        withheld[accepted] = contrasted([pairs[i] for i in accepted])
+        return GradedScores(probs, ruled, scored, withheld)
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
@@ -294,6 +302,14 @@ class CrossEncoderGrader:
                 logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live), window_tokens)
             for j, (r, i) in enumerate(live):
                 verdict, uncertain = self.policy.verdict(float(probs[j]))
+                reasons = [f"truncated: read {int(scored.windows[j])} windows of {window_tokens} tokens; the rest "
+                           "was not read"] if scored.truncated[j] else []
+                withheld = False
+                if verdict is Verdict.RELEVANT and not uncertain:
+                    swapped = contrast_reason(prepared[r][0], texts[j])
+                    if swapped is not None:  # not accepted without a second opinion (grader.contrast)
+                        uncertain = withheld = True
+                        reasons.insert(0, f"uncertain: {swapped}")
                 out[r][i] = Grade(
                     verdict=verdict,
                     probability=float(probs[j]),
@@ -303,8 +319,8 @@ class CrossEncoderGrader:
                     truncated=bool(scored.truncated[j]),
                     windows=int(scored.windows[j]),
                     chunk_id=prepared[r][1][i].chunk_id,
-                    reason=(f"truncated: read {int(scored.windows[j])} windows of {window_tokens} "
-                            "tokens; the rest was not read" if scored.truncated[j] else None),
+                    withheld=withheld,
+                    reason="; ".join(reasons) or None,
                     latency_ms=per_chunk_ms,
                 )
         return [[g for g in grades if g is not None] for grades in out]

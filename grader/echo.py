@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["non_answer_reason", "repeats_query", "rule_decided"]
+__all__ = ["STOPWORDS", "non_answer_reason", "repeats_query", "rule_decided"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _REAL_WORD = re.compile(r"[^\W\d_]{2,}|\d", re.UNICODE)
@@ -34,11 +34,11 @@ _STOPWORD_TEXT = (
     "yes any some all about if so but also just too same anyone someone know question problem wondering please "
     "thanks thank re here idea ideas tell hi hey anybody everyone"
 )
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
 
 
 @lru_cache(maxsize=256)

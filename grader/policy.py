@@ -80,7 +80,8 @@ def answer_floor_of(entry: dict[str, Any] | None, bundle: str = "the bundle") ->
 
 def _verdict_of(grade: Grade, policy: ThresholdPolicy | None) -> tuple[Verdict, bool]:
     if policy is not None and grade.decided_by == "model":
-        return policy.verdict(grade.probability)
+        verdict, uncertain = policy.verdict(grade.probability)
+        return verdict, uncertain or grade.withheld
     return grade.verdict, grade.uncertain
 
 

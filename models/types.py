@@ -74,7 +74,9 @@ class Grade:
 
     ``probability`` is the calibrated P(chunk is relevant or partially relevant).
     ``uncertain`` is true when the probability lies inside the policy's band, i.e. the small model
-    would escalate it. ``decided_by`` is ``"model"``, ``"llm"`` or ``"heuristic"``.
+    would escalate it. ``decided_by`` is ``"model"``, ``"llm"`` or ``"heuristic"``. ``withheld`` marks a
+    probability above the band that is still not accepted without a second opinion (the chunk speaks of the
+    opposite of what was asked: :mod:`grader.contrast`); such a grade is uncertain whatever the thresholds.
     """
 
     verdict: Verdict
@@ -88,6 +90,7 @@ class Grade:
     llm_verdict: Verdict | None = None
     llm_probability: float | None = None
     escalation_failed: bool = False
+    withheld: bool = False
     reason: str | None = None
     latency_ms: float = 0.0
     cost_usd: float = 0.0

@@ -40,9 +40,10 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
     graded = grader.scores_as_graded(all_pairs, batch_size=batch_size, block=block)
     probs, ruled, logits = graded.probabilities, graded.ruled, graded.scored.logits
     pairs = [pair for pair, r in zip(all_pairs, ruled, strict=True) if not r]
-    report = compute_metrics(data.pairs, probs, grader.policy, graded.scored.batch_seconds)
+    report = compute_metrics(data.pairs, probs, grader.policy, graded.scored.batch_seconds, graded.withheld)
     y = binary_labels(data.pairs)
     report["rule_decided"] = int(ruled.sum())
+    report["withheld_swapped_opposites"] = int(graded.withheld.sum())
     report["truncated_share"] = float(graded.truncated.sum() / len(all_pairs))
     reference = grader.bundle.manifest.reference
     lengths = [len(text) for _, text in pairs]
@@ -55,7 +56,8 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
         report["per_group"] = {}
         for name in sorted(set(groups)):
             rows = [i for i, g in enumerate(groups) if g == name]
-            part = compute_metrics([data.pairs[i] for i in rows], probs[rows], grader.policy)
+            part = compute_metrics([data.pairs[i] for i in rows], probs[rows], grader.policy,
+                                   withheld=graded.withheld[rows])
             part.pop("thresholds")
             report["per_group"][name or "(none)"] = part
     report["reliability"] = reliability_bins(probs, y)

@@ -58,15 +58,19 @@ def compute_metrics(
     probs: np.ndarray,
     policy: ThresholdPolicy,
     batch_seconds: Sequence[float] | None = None,
+    withheld: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """All report metrics; AUROCs are None when a class is missing rather than a made-up number."""
+    """All report metrics; AUROCs are None when a class is missing rather than a made-up number. ``withheld``
+    marks pairs above the upper threshold that ``grade`` still escalates (swapped opposites)."""
     skm = require("sklearn.metrics", "train")
     probs = np.asarray(probs, dtype=np.float64)
     y = binary_labels(pairs)
     strict = np.array([p.label is not Verdict.PARTIAL for p in pairs])
     verdicts = [policy.verdict(float(p)) for p in probs]
     predicted = np.array([1 if v.is_positive else 0 for v, _ in verdicts])
-    band = np.array([unsure for _, unsure in verdicts])
+    band = np.array([unsure for _, unsure in verdicts], dtype=bool)
+    if withheld is not None:
+        band |= np.asarray(withheld, dtype=bool)
     auto = ~band
     auto_errors = int((predicted[auto] != y[auto]).sum())
     report: dict[str, Any] = {

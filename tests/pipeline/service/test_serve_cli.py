@@ -76,6 +76,21 @@ def test_grade_file_reads_a_files_own_field_names(capsys, tmp_path):
     assert "bad --columns entry 'label=grade'" in capsys.readouterr().err
 
 
+def test_grade_file_withholds_swapped_opposites_as_grade_does(capsys, tmp_path):
+    from grader import load_grader
+
+    query = "left ventricular hypertrophy treatment"
+    texts = ["Right ventricular hypertrophy is treated by addressing the pulmonary cause.",
+             "Left ventricular hypertrophy is treated by lowering blood pressure."]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"query": query, "text": t}) + "\n" for t in texts), encoding="utf-8")
+    assert main(["grade-file", str(pairs), "--out", str(tmp_path / "g.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    grades = load_grader("default").grade(query, texts)
+    assert [r["uncertain"] for r in rows] == [g.uncertain for g in grades] == [True, False]
+    assert json.loads(capsys.readouterr().out)["uncertain"] == 1
+
+
 def test_grade_file_gives_echoes_the_verdict_grade_gives(capsys, tmp_path):
     from grader import load_grader
 
