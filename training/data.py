@@ -166,6 +166,9 @@ def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True
             raise ConfigError(f"metadata must be a JSON object, got {metadata!r:.60}") from exc
     if not isinstance(metadata, dict):
         raise ConfigError(f"metadata must be a JSON object, got {metadata!r:.60}")
+    extra = {k: v for k, v in record.items()  # other fields are kept, for --group-by (metadata's own win)
+             if isinstance(k, str) and k not in REQUIRED + OPTIONAL and v is not None and v != ""}
+    metadata = {**extra, **metadata}
     return LabelledPair(
         query=query.strip(),
         text=text.strip(),

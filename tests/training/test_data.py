@@ -144,3 +144,19 @@ def test_a_files_own_field_names_map_with_columns(tmp_path):
         with pytest.raises(ConfigError, match="--columns"):
             parse_columns(bad)
     assert parse_columns(None) is None and parse_columns(" ") is None
+
+
+def test_fields_of_a_record_beyond_ours_are_kept_as_metadata(tmp_path):
+    from training.data import groups_of
+
+    path = _jsonl(tmp_path / "p.jsonl", [
+        {"query": "q1", "text": "t1", "label": 1, "neg_kind": "", "domain": "faq", "metadata": {"domain": "mine"}},
+        {"query": "q1", "text": "t2", "label": 0, "neg_kind": "bm25", "domain": "faq"}])
+    data = load_pairs(path)
+    assert [p.metadata for p in data.pairs] == [{"domain": "mine"}, {"neg_kind": "bm25", "domain": "faq"}]
+    assert groups_of(data.pairs, "domain") == ["mine", "faq"]  # --group-by reads a plain field of the file
+    (tmp_path / "p.csv").write_text("query,text,label,site\nq,t,yes,forum\n", encoding="utf-8")
+    assert load_pairs(tmp_path / "p.csv").pairs[0].metadata == {"site": "forum"}
+    out = tmp_path / "copy.jsonl"
+    write_pairs(data.pairs, out)  # nothing of the input is lost on the way through a command
+    assert [p.metadata for p in load_pairs(out).pairs] == [p.metadata for p in data.pairs]
