@@ -93,7 +93,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
            min_probability: float = 0.1) -> list[Strip]:
     """Split chunks into sentence strips, grade them with the same grader, keep the best within the budget,
     and return them in document order. A sentence that repeats an earlier one (same words, whatever the case
-    and punctuation; chunks come in authority order) is neither graded nor kept twice."""
+    and punctuation; chunks come in authority order) is neither graded nor kept twice; one whose grade is
+    withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept."""
     strips: list[tuple[str, int, str]] = []
     seen: set[tuple[str, ...]] = set()
     for chunk in chunks:
@@ -112,6 +113,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     for i in ranked:
         if grades[i].probability < min_probability:
             break
+        if grades[i].withheld:
+            continue
         cost = len(strips[i][2].split())
         if used + cost > token_budget and kept:
             continue
