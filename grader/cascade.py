@@ -144,7 +144,8 @@ class CascadeGrader:
 
     @staticmethod
     def _flag(grade: Grade, reason: str) -> Grade:
-        return replace(grade, escalation_failed=True, reason=f"escalation failed: {reason}")
+        why = f"escalation failed: {reason}"  # what the model's grade already said (truncation, a swap) is kept
+        return replace(grade, escalation_failed=True, reason=f"{why}; {grade.reason}" if grade.reason else why)
 
     @staticmethod
     def _escalated(grade: Grade, judgement: LLMJudgement) -> Grade:

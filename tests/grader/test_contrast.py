@@ -57,8 +57,10 @@ def test_the_cascade_asks_the_llm_about_a_swapped_opposite(grader, server):
     swapped, right = cascade.grade(QUERY, [SWAPPED, RIGHT_ONE])
     assert len(server.requests) == 1 and swapped.decided_by == "llm" and right.decided_by == "model"
     assert SWAPPED in json.dumps(server.requests[0]) and RIGHT_ONE not in json.dumps(server.requests[0])
-    assert CascadeGrader(primary=grader, escalate_to=None, policy=ThresholdPolicy(lower=0.0, upper=0.5)).grade(
-        QUERY, [SWAPPED])[0].uncertain  # rebanded by another policy, still withheld
+    alone = CascadeGrader(primary=grader, escalate_to=None, policy=ThresholdPolicy(lower=0.0, upper=0.5))
+    (flagged,) = alone.grade(QUERY, [SWAPPED])  # re-banded by another policy: still withheld, and still says why
+    assert flagged.uncertain and flagged.escalation_failed
+    assert flagged.reason.startswith("escalation failed: no LLM") and "'right ventricular'" in flagged.reason
 
 
 def test_evaluation_counts_a_withheld_pair_as_escalated(grader):
