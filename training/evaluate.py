@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from grader.cross_encoder import CrossEncoderGrader
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from grader.shift import compare_to_reference
 from grader.thresholds import tradeoff_curve
 from models.deps import require
@@ -67,10 +67,7 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
 
 def evaluate_bundle(model: str | Path, data: PairSet, *, backend: str = "auto", **options: Any) -> dict[str, Any]:
     """Load a bundle (name or path) and evaluate it."""
-    grader = load_grader(model, backend=backend, **options)
-    if not isinstance(grader, CrossEncoderGrader):
-        raise TypeError(f"evaluate_bundle needs a cross-encoder bundle, got {type(grader).__name__}")
-    return evaluate_grader(grader, data)
+    return evaluate_grader(load_cross_encoder(model, backend=backend, **options), data)
 
 
 def write_plots(report: dict[str, Any], prefix: str | Path) -> list[Path]:

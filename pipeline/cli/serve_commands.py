@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grader.cross_encoder import CrossEncoderGrader
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from grader.llm import LLMConfig
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from grader.resilience import RetryPolicy
@@ -59,9 +58,7 @@ def app_from_env() -> Any:
         settings = json.loads(os.environ[SETTINGS_ENV])
     except (KeyError, json.JSONDecodeError) as exc:
         raise ConfigError(f"${SETTINGS_ENV} is missing or not JSON; start workers with `crag serve`") from exc
-    grader = load_grader(settings["model"], threads=settings.get("threads"))
-    if not isinstance(grader, CrossEncoderGrader):
-        raise ConfigError(f"--model must be a cross-encoder bundle, got {type(grader).__name__}")
+    grader = load_cross_encoder(settings["model"], threads=settings.get("threads"))
     llm = settings.get("llm")
     llm_config = None
     if llm:

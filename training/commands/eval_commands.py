@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from grader.cross_encoder import CrossEncoderGrader
-from grader.factory import load_grader
+from grader.factory import load_cross_encoder
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.output import print_json, print_table
@@ -25,9 +25,7 @@ def _eval(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate_grader, write_plots, write_report
 
     data = pairs_from_args(args, args.data)
-    grader = load_grader(args.model, backend=args.backend, threads=args.threads)
-    if not isinstance(grader, CrossEncoderGrader):
-        raise ConfigError(f"crag eval needs a cross-encoder bundle, got {type(grader).__name__}")
+    grader = load_cross_encoder(args.model, backend=args.backend, threads=args.threads)
     if args.cascade:
         if args.group_by:
             raise ConfigError("--group-by is for the plain report; run `crag eval --cascade` on each group's file")
