@@ -60,11 +60,11 @@ def _grade(args: argparse.Namespace) -> int:
         return 0
     rows = [
         (c.chunk_id or i, g.verdict.value, f"{g.probability:.3f}", "yes" if g.uncertain else "",
-         g.decided_by, "yes" if g.truncated else "", c.text[:70].replace("\n", " "))
+         g.decided_by, "yes" if g.truncated else "", c.text[:60].replace("\n", " "), g.reason or "")
         for i, (c, g) in enumerate(zip(chunks, grades, strict=True), start=1)
     ]
     print_table(f"grades for: {args.query}", ["chunk", "verdict", "P(relevant)", "uncertain", "by", "truncated",
-                                             "text"], rows)
+                                             "text", "why"], rows)
     return 0
 
 

@@ -27,6 +27,8 @@ def test_grade_table_and_text_chunks(capsys, tmp_path):
     assert main(["grade", "--query", QUERY, "--chunks", str(chunks), "--chunk", "Rouen is in Normandy."]) == 0
     out = capsys.readouterr().out
     assert "P(relevant)" in out and "Bananas" in out and "arg1" in out
+    assert main(["grade", "--query", QUERY, "--chunk", QUERY]) == 0  # the table says why a rule decided
+    assert "only repeats words of the" in " ".join(capsys.readouterr().out.split())
 
 
 def test_eval_writes_report_and_plots(capsys, tmp_path, squad_pairs_file):
