@@ -62,6 +62,7 @@ class GradeOut(BaseModel):
     decided_by: Literal["model", "llm", "heuristic"]
     escalation_failed: bool
     truncated: bool
+    withheld: bool = False  # above the upper threshold but not accepted on it: a swapped opposite (see reason)
     reason: str | None = None
     llm_verdict: Literal["relevant", "partial", "irrelevant"] | None = None
 

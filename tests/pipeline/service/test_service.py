@@ -65,6 +65,13 @@ def test_grade_matches_the_grader_and_keeps_order(tmp_path, keys, grader):
     assert [g["probability"] for g in body["grades"]] == [g.probability for g in direct]
     assert body["grades"][2]["decided_by"] == "heuristic" and body["degraded"] is False
     assert body["decision"] in ("correct", "ambiguous", "incorrect") and body["model"] == grader.name
+    swapped = {"query": "left ventricular hypertrophy treatment",
+               "chunks": [{"text": "Right ventricular hypertrophy is treated by addressing the pulmonary cause."}]}
+    with _client(tmp_path, keys, grader) as client:
+        (got,) = client.post("/v1/grade", json=swapped, headers=_auth(keys[1]["a"])).json()["grades"]
+    (direct_swap,) = grader.grade(swapped["query"], [swapped["chunks"][0]["text"]])
+    assert got["withheld"] is direct_swap.withheld is True and got["uncertain"] is True
+    assert got["reason"] == direct_swap.reason
 
 
 def test_concurrent_callers_are_batched_but_never_influence_each_other(tmp_path, keys, grader):
