@@ -48,6 +48,8 @@ def grade_metadata(grade: Grade) -> dict[str, Any]:
                            "crag_decided_by": grade.decided_by, "crag_uncertain": grade.uncertain}
     if grade.escalation_failed:
         out["crag_escalation_failed"] = grade.reason or "escalation failed"
+    if grade.withheld:  # scored above the band but not accepted on it: a swapped opposite
+        out["crag_withheld"] = grade.reason or "withheld"
     return out
 
 

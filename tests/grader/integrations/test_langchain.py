@@ -30,6 +30,16 @@ def test_compressor_drops_irrelevant_and_annotates_without_touching_inputs(small
     assert [d.id for d in asyncio.run(strict.acompress_documents(DOCS, QUERY))] == ["d0"]
 
 
+def test_a_withheld_swap_is_routed_as_uncertain_and_says_why(small):
+    swapped = Document(page_content="Right ventricular hypertrophy is treated by addressing the pulmonary cause.",
+                       id="swap")
+    (kept,) = CragDocumentCompressor(grader=small).compress_documents([swapped], "left ventricular hypertrophy "
+                                                                                 "treatment")
+    assert kept.metadata["crag_uncertain"] and "'right ventricular'" in kept.metadata["crag_withheld"]
+    assert not CragDocumentCompressor(grader=small, keep_uncertain=False).compress_documents(
+        [swapped], "left ventricular hypertrophy treatment")
+
+
 class GraphState(TypedDict, total=False):
     question: str
     generation: str
