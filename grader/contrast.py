@@ -13,16 +13,12 @@ hepatitis, internal / external environment); none of them was above the default'
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from functools import lru_cache
+from collections import defaultdict
 from itertools import pairwise
 
-import numpy as np
+from grader.echo import STOPWORDS, words
 
-from grader.echo import STOPWORDS
-
-__all__ = ["OPPOSITES", "contrast_reason", "contrasted"]
+__all__ = ["OPPOSITES", "contrast_reason"]
 
 #: pairs of words whose swap changes what the following word refers to
 OPPOSITES: tuple[tuple[str, str], ...] = (
@@ -35,24 +31,18 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("enable", "disable"), ("enabled", "disabled"), ("install", "uninstall"), ("upload", "download"),
     ("encrypt", "decrypt"), ("encryption", "decryption"), ("inflow", "outflow"), ("buy", "sell"),
 )
-_OPPOSITE: dict[str, frozenset[str]] = {
-    w: frozenset(b for a, b in (*OPPOSITES, *((b, a) for a, b in OPPOSITES)) if a == w)
-    for pair in OPPOSITES for w in pair
-}
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-@lru_cache(maxsize=8192)
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(_WORD.findall(text.lower()))
+_OPPOSITE: dict[str, set[str]] = defaultdict(set)
+for _a, _b in OPPOSITES:
+    _OPPOSITE[_a].add(_b)
+    _OPPOSITE[_b].add(_a)
 
 
 def contrast_reason(query: str, text: str) -> str | None:
     """Why ``text`` may speak of the opposite of what ``query`` asks ("right ventricular" for "left
     ventricular"), or None. The word after the opposite must be a content word, and the text must not also
     use the query's own phrase (a comparison of both sides is about the question)."""
-    asked = _words(query)
-    said = _words(text)
+    asked = words(query)
+    said = words(text)
     bigrams = set(pairwise(said))
     before: dict[str, set[str]] = {}  # each word of the text -> the words up to 3 places before it
     for k, w in enumerate(said):
@@ -65,7 +55,3 @@ def contrast_reason(query: str, text: str) -> str | None:
                 return f"the text speaks of '{other} {head}' where the question asks about '{word} {head}'"
     return None
 
-
-def contrasted(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-    """Which (query, text) pairs :func:`contrast_reason` flags."""
-    return np.fromiter((contrast_reason(q, t) is not None for q, t in pairs), dtype=bool, count=len(pairs))

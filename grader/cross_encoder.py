@@ -16,7 +16,7 @@ import numpy as np
 
 from grader.bounded_cache import BoundedCache, content_key
 from grader.calibration import Calibrator, calibrator_from_dict
-from grader.contrast import contrast_reason, contrasted
+from grader.contrast import contrast_reason
 from grader.echo import non_answer_reason, rule_decided
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.fusion import FusionHead, cosines
@@ -260,10 +260,15 @@ class CrossEncoderGrader:
             fusion_inputs=_joined_fusion_inputs(parts))
         probs = np.zeros(len(pairs))
         probs[~ruled] = self.probabilities(scored.logits)
-        accepted = np.flatnonzero(~ruled & (probs >= self.policy.upper)).tolist()
         withheld = np.zeros(len(pairs), dtype=bool)
-        withheld[accepted] = contrasted([pairs[i] for i in accepted])
+        withheld[~ruled] = [why is not None for why in self._swaps(live, probs[~ruled])]
         return GradedScores(probs, ruled, scored, withheld)
+
+    def _swaps(self, pairs: Sequence[tuple[str, str]], probs: np.ndarray) -> list[str | None]:
+        """Why each pair above the upper threshold is not accepted on its score (:mod:`grader.contrast`), or None
+        (accepted, or not above it): one rule for ``grade`` and ``scores_as_graded``."""
+        return [contrast_reason(q, t) if p >= self.policy.upper else None
+                for (q, t), p in zip(pairs, probs, strict=True)]
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
@@ -292,7 +297,8 @@ class CrossEncoderGrader:
                     out[r][i] = _rule_grade(chunk, reason)
         if live:
             texts = [prepared[r][1][i].text for r, i in live]
-            scored = self.score_pairs([(prepared[r][0], text) for (r, _), text in zip(live, texts, strict=True)])
+            pairs = [(prepared[r][0], text) for (r, _), text in zip(live, texts, strict=True)]
+            scored = self.score_pairs(pairs)
             self._watch_shift(scored.logits, texts)
             probs = self.probabilities(scored.logits)
             per_chunk_ms = 1000.0 * scored.seconds / len(live)
@@ -300,16 +306,15 @@ class CrossEncoderGrader:
             window_tokens = self.encoder.max_length if self._cosine_only is None else self._cosine_only.max_length
             if n_truncated:
                 logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live), window_tokens)
+            swaps = self._swaps(pairs, probs)
             for j, (r, i) in enumerate(live):
                 verdict, uncertain = self.policy.verdict(float(probs[j]))
                 reasons = [f"truncated: read {int(scored.windows[j])} windows of {window_tokens} tokens; the rest "
                            "was not read"] if scored.truncated[j] else []
-                withheld = False
-                if verdict is Verdict.RELEVANT and not uncertain:
-                    swapped = contrast_reason(prepared[r][0], texts[j])
-                    if swapped is not None:  # not accepted without a second opinion (grader.contrast)
-                        uncertain = withheld = True
-                        reasons.insert(0, f"uncertain: {swapped}")
+                withheld = swaps[j] is not None  # not accepted without a second opinion
+                if withheld:
+                    uncertain = True
+                    reasons.insert(0, f"uncertain: {swaps[j]}")
                 out[r][i] = Grade(
                     verdict=verdict,
                     probability=float(probs[j]),

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["STOPWORDS", "non_answer_reason", "repeats_query", "rule_decided"]
+__all__ = ["STOPWORDS", "non_answer_reason", "repeats_query", "rule_decided", "words"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _REAL_WORD = re.compile(r"[^\W\d_]{2,}|\d", re.UNICODE)
@@ -37,8 +37,13 @@ _STOPWORD_TEXT = (
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
+def words(text: str) -> list[str]:
+    """The lower-cased words (letters and digits) of ``text``, in order."""
+    return _WORD.findall(text.lower())
+
+
 def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
+    return {w for w in words(text) if w not in STOPWORDS}
 
 
 @lru_cache(maxsize=256)

@@ -110,11 +110,10 @@ class OnnxMiniLMEmbedder:
         first = self.embed(texts)
         if max_windows == 1:
             return first, np.arange(len(texts), dtype=np.int64)
-        # a WordPiece token covers at least one character: shorter texts fit in one window
         extra: list[tuple[int, bytes, object]] = []  # (text row, cache key, encoding) of windows 2..max_windows
         cached: dict[int, np.ndarray] = {}  # position in ``extra`` -> vector found in the cache
         for i, text in enumerate(texts):
-            if len(text) > self.max_length - 2:
+            if not self._fits_one_window(text):
                 keys = self._cached_window_keys(text, max_windows)
                 found = [self.cache.get(key) for key in keys or ()]
                 if keys is not None and all(v is not None for v in found):  # known windows, all cached: no tokenising
@@ -151,13 +150,17 @@ class OnnxMiniLMEmbedder:
                 np.array([unread for _, unread in readings], dtype=bool))
 
     def _reading(self, text: str, max_windows: int) -> tuple[int, bool]:
-        if len(text) <= self.max_length - 2:  # a WordPiece token covers at least one character: one window
+        if self._fits_one_window(text):
             return 0, False
         known = self._readings.get(_reading_key(text, max_windows))
         if known is not None:
             return known
         windows, unread = self._tokenise_windows(text, max_windows)
         return len(windows), unread
+
+    def _fits_one_window(self, text: str) -> bool:
+        """Short enough for one window without tokenising: a WordPiece token covers at least one character."""
+        return len(text) <= self.max_length - 2
 
     def _tokenise_windows(self, text: str, max_windows: int) -> tuple[list[object], bool]:
         """Windows 2..``max_windows`` of a long text, and whether text is left past the last (both remembered)."""
