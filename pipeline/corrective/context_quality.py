@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from models.types import Decision
-from pipeline.corrective.correction import STOPWORDS
+from pipeline.retrieval.words import content_words
 
 __all__ = ["ContextQuality", "aspects_of", "heuristic_quality"]
 
@@ -35,9 +35,8 @@ class ContextQuality:
 def aspects_of(query: str) -> list[str]:
     """Content terms of the question, in order and without repeats."""
     seen: list[str] = []
-    for word in re.findall(r"[\w'-]+", query):
-        low = word.lower()
-        if low not in STOPWORDS and len(low) > 2 and low not in (s.lower() for s in seen):
+    for word in content_words(re.findall(r"[\w'-]+", query)):
+        if len(word) > 2 and word.lower() not in (s.lower() for s in seen):
             seen.append(word)
     return seen
 

@@ -12,7 +12,7 @@ from grader.shift import not_monitored
 from models.types import Chunk, Grade
 from pipeline.retrieval.documents import StoredChunk
 from pipeline.retrieval.strips import sentence_strips
-from pipeline.retrieval.words import STOPWORDS
+from pipeline.retrieval.words import content_words
 
 __all__ = [
     "Strip",
@@ -133,7 +133,7 @@ def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
 
     If the rewrite would drop an identifier, the raw query is returned instead.
     """
-    words = [w for w in re.findall(r"[\w'-]+", query) if w.lower() not in STOPWORDS]
+    words = content_words(re.findall(r"[\w'-]+", query))
     kept: list[str] = []
     for word in [*words, *missing]:
         if word.strip() and word.lower() not in (k.lower() for k in kept):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import html.parser
 import logging
 import re
 import warnings
@@ -14,6 +13,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError, DataError
+from pipeline.retrieval.html_text import html_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -99,35 +99,6 @@ class StoredChunk:
         return cls(**{**data, "allowed_roles": frozenset(data.get("allowed_roles") or ())})
 
 
-class _TextExtractor(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[str] = []
-        self.title = ""
-        self._skip = 0
-        self._in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style"):
-            self._skip += 1
-        if tag == "title":
-            self._in_title = True
-        if tag in ("p", "div", "br", "li", "h1", "h2", "h3", "h4", "tr", "section", "article"):
-            self.parts.append("\n\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-        if tag == "title":
-            self._in_title = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title += data.strip()
-        elif not self._skip:
-            self.parts.append(data)
-
-
 def read_document(path: str | Path) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, HTML or PDF file."""
     path = Path(path)
@@ -140,9 +111,8 @@ def read_document(path: str | Path) -> tuple[str, str]:
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     if path.suffix.lower() in (".html", ".htm"):
-        extractor = _TextExtractor()
-        extractor.feed(raw)
-        return extractor.title or path.stem, "".join(extractor.parts)
+        title, text = html_to_text(raw)
+        return title or path.stem, text
     heading = re.search(r"^#\s+(.+)$", raw, flags=re.MULTILINE)
     return (heading.group(1).strip() if heading else path.stem), raw
 

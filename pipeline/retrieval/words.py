@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-__all__ = ["QUESTION_WORDS", "STOPWORDS", "content_terms"]
+__all__ = ["HOW_MEASURES", "QUESTION_WORDS", "STOPWORDS", "content_terms", "content_words"]
 
 QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
                   "were", "do", "does", "did", "can", "could", "should", "would", "the", "a", "an", "of", "in",
@@ -24,11 +25,26 @@ STOPWORDS = QUESTION_WORDS | {
 }
 
 
+# "how long", "how many", "how old": after "how" these ask for a measure; they are the question's form, and an
+# answer ("5-7 business days", "about 40") rarely repeats them
+HOW_MEASURES = {"long", "many", "much", "far", "often", "old", "big", "large", "small", "tall", "high", "fast",
+                "soon", "early", "late", "deep", "wide", "heavy", "frequently"}
+
+
+def content_words(words: Sequence[str]) -> list[str]:
+    """``words`` (a question's, in order) without stopwords and without the measure of "how long" / "how many";
+    case and repeats kept."""
+    kept: list[str] = []
+    previous = ""
+    for word in words:
+        low = word.lower()
+        if low not in STOPWORDS and not (previous == "how" and low in HOW_MEASURES):
+            kept.append(word)
+        previous = low
+    return kept
+
+
 def content_terms(text: str) -> list[str]:
     """The question's content words, lower-cased, in order, without repeats or stopwords."""
-    seen: list[str] = []
-    for word in re.findall(r"\w+", text.lower()):
-        if word not in STOPWORDS and word not in seen:
-            seen.append(word)
-    return seen
+    return list(dict.fromkeys(content_words(re.findall(r"\w+", text.lower()))))
 

@@ -195,6 +195,11 @@ def test_aspects_are_content_words_not_stopwords():
 
     assert aspects_of("How many trains run per day in Paris?") == ["trains", "day", "Paris"]
     assert aspects_of("What religion were the Normans?") == ["religion", "Normans"]
+    # "how long" / "how many" ask for a measure: the answer ("5-7 business days") need not say "long"
+    assert aspects_of("How long does shipping to Canada take?") == ["shipping", "Canada"]
+    assert aspects_of("How many moons does Mars have?") == ["moons", "Mars"]
+    assert aspects_of("What is the long jump record?") == ["long", "jump", "record"]
+    assert rewrite_query("How often is the backup job run?") == "backup job"
 
 
 def test_access_denied_needs_the_whole_question_not_one_rare_token(tmp_path):

@@ -83,3 +83,11 @@ def test_strip_vectors_are_refused_for_an_embedder_whose_vectors_cannot_be_share
     with pytest.raises(ConfigError, match="strip vectors need the shipped ONNX embedder"):
         index.write(DOCS)
     assert not index.path.exists() or len(index) == 0
+
+
+def test_a_paragraph_without_a_full_stop_ends_its_strip():
+    text = "Billing questions for your account\n\nInvoices are issued on the first day.\nPast invoices are PDF files."
+    assert sentence_strips(text) == ["Billing questions for your account", "Invoices are issued on the first day.",
+                                     "Past invoices are PDF files."]
+    assert sentence_strips("Lines wrapped\nin the middle of a sentence stay one strip.") == [
+        "Lines wrapped in the middle of a sentence stay one strip."]

@@ -1,0 +1,66 @@
+"""HTML pages are read as their content's paragraphs: no site furniture, headings apart from sentences."""
+
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.strips import sentence_strips
+
+PAGE = """<!doctype html><html><head><title> Shipping
+ help </title><style>p {color: red}</style><script>var tracking = "x";</script></head>
+<body><header><a href="/">Logo</a> Home | Products | Contact</header>
+<nav><ul><li>Orders</li><li>Returns</li></ul></nav>
+<div id="cookies" role="banner">We use cookies. Accept all?</div>
+<main><header><h1>Shipping   times</h1></header>
+<p>Orders ship within 2 business days.
+   Express delivery takes 1 day in the EU.</p>
+<p>International shipping to the US takes 5&ndash;7 business days.</p>
+<aside>Related: our returns policy</aside>
+<table><tr><th>Zone</th><th>Days</th></tr><tr><td>EU</td><td>1-2</td></tr></table>
+<pre>curl -X GET /orders
+    --header "Accept: json"</pre>
+<span hidden>internal note</span><div aria-hidden="true">decoration</div>
+</main><footer>(c) 2026 Example Ltd. All rights reserved.</footer></body></html>"""
+
+
+def test_a_page_keeps_its_content_and_drops_its_furniture():
+    title, text = html_to_text(PAGE)
+    assert title == "Shipping help"
+    assert text.split("\n\n") == [
+        "Shipping times",
+        "Orders ship within 2 business days. Express delivery takes 1 day in the EU.",
+        "International shipping to the US takes 5\u20137 business days.",
+        "Zone Days", "EU 1-2",
+        'curl -X GET /orders\n    --header "Accept: json"',
+    ]
+    for furniture in ("Logo", "Products", "Returns", "cookies", "Related", "rights reserved", "tracking", "color",
+                      "internal note", "decoration"):
+        assert furniture not in text
+
+
+def test_a_heading_is_never_run_into_the_sentence_after_it(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text(PAGE, encoding="utf-8")
+    title, text = read_document(page)
+    strips = [s for chunk in chunk_text(text) for s in sentence_strips(chunk)]
+    assert title == "Shipping help"
+    assert strips[:3] == ["Orders ship within 2 business days.", "Express delivery takes 1 day in the EU.",
+                          "International shipping to the US takes 5\u20137 business days."]
+
+
+def test_furniture_that_never_closes_keeps_the_rest_of_the_page():
+    # broken markup: without </nav> everything after it would go with the navigation
+    _, text = html_to_text("<nav>Menu <p>Refunds are granted within 14 days.<p>Contact support.")
+    assert "Refunds are granted within 14 days." in text and "Contact support." in text
+    _, text = html_to_text("<head><title>T</title><body><p>Body text here.</p>")  # </head> left out, as HTML allows
+    assert text == "Body text here."
+
+
+def test_nested_elements_of_the_same_name_end_the_right_one():
+    _, text = html_to_text('<div role="navigation"><div>Menu</div> more menu</div><div><p>Content.</p></div>'
+                           '<nav><span hidden><nav>inner</nav></span> tail</nav><p>After.</p>')
+    assert text.split("\n\n") == ["Content.", "After."]
+
+
+def test_a_page_without_markup_or_text_reads_as_empty():
+    assert html_to_text("") == ("", "")
+    assert html_to_text("<script>only()</script>") == ("", "")
+    assert html_to_text("plain &amp; simple") == ("", "plain & simple")
