@@ -184,7 +184,8 @@ def create_app(config: ServiceConfig) -> Any:
     async def grade(payload: GradeRequest, key: ApiKey = authenticated) -> GradeResponse:  # type: ignore[valid-type]
         body: Any = payload  # the class is built per deployment; mypy cannot see its fields
         deadline = time.monotonic() + min(limits.grade_deadline_s, body.deadline_s or limits.grade_deadline_s)
-        chunks = [Chunk(text=c.text, chunk_id=c.chunk_id) for c in body.chunks]
+        chunks = [Chunk(text=c) if isinstance(c, str) else Chunk(text=c.text, chunk_id=c.chunk_id)
+                  for c in body.chunks]
         first = await asyncio.wait_for(asyncio.wrap_future(state.batcher.submit(body.query, chunks)),
                                        timeout=config.request_timeout_s)
         grades: list[Grade] = first

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,10 +34,14 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         text: str = Field(..., max_length=limits.max_chunk_chars)
         chunk_id: str | None = Field(None, max_length=256)
 
+    chunk_text = Annotated[str, Field(max_length=limits.max_chunk_chars)]
+
     class GradeRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
         query: str = query_field
-        chunks: list[ChunkIn] = Field(..., min_length=1, max_length=limits.max_chunks)
+        chunks: list[ChunkIn | chunk_text] = Field(  # type: ignore[valid-type]
+            ..., min_length=1, max_length=limits.max_chunks,
+            description='each chunk as {"text": ..., "chunk_id": ...} or as its text alone')
         escalate: bool = Field(True, description="send uncertain chunks to the LLM grader when one is configured")
         deadline_s: float | None = Field(
             None, gt=0, allow_inf_nan=False,

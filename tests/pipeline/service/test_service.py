@@ -65,6 +65,18 @@ def test_grade_matches_the_grader_and_keeps_order(tmp_path, keys, grader):
     assert [g["probability"] for g in body["grades"]] == [g.probability for g in direct]
     assert body["grades"][2]["decided_by"] == "heuristic" and body["degraded"] is False
     assert body["decision"] in ("correct", "ambiguous", "incorrect") and body["model"] == grader.name
+    plain = {"query": GRADE["query"], "chunks": [c["text"] for c in GRADE["chunks"]]}  # texts alone, as grade takes
+    mixed = {"query": GRADE["query"], "chunks": [GRADE["chunks"][0], GRADE["chunks"][1]["text"]]}
+    with _client(tmp_path, keys, grader) as client:
+        by_text = client.post("/v1/grade", json=plain, headers=_auth(keys[1]["a"])).json()
+        by_both = client.post("/v1/grade", json=mixed, headers=_auth(keys[1]["a"])).json()
+        too_long = client.post("/v1/grade", json={"query": "q", "chunks": ["x" * 9000]}, headers=_auth(keys[1]["a"]))
+        not_text = client.post("/v1/grade", json={"query": "q", "chunks": [5]}, headers=_auth(keys[1]["a"]))
+    assert [g["probability"] for g in by_text["grades"]] == [g.probability for g in direct]
+    assert [g["chunk_id"] for g in by_text["grades"]] == [None, None, None]
+    assert [g["chunk_id"] for g in by_both["grades"]] == ["p", None]
+    assert too_long.status_code == 422 and "8000" in too_long.text
+    assert not_text.status_code == 422
     swapped = {"query": "left ventricular hypertrophy treatment",
                "chunks": [{"text": "Right ventricular hypertrophy is treated by addressing the pulmonary cause."}]}
     with _client(tmp_path, keys, grader) as client:
