@@ -14,6 +14,7 @@ from typing import Any
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.markdown_text import markdown_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -112,6 +113,9 @@ def read_document(path: str | Path) -> tuple[str, str]:
         raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     if path.suffix.lower() in (".html", ".htm"):
         title, text = html_to_text(raw)
+        return title or path.stem, text
+    if path.suffix.lower() in (".md", ".markdown"):
+        title, text = markdown_to_text(raw)
         return title or path.stem, text
     heading = re.search(r"^#\s+(.+)$", raw, flags=re.MULTILINE)
     return (heading.group(1).strip() if heading else path.stem), raw

@@ -7,6 +7,7 @@ the run (default, nothing written) or, with ``skip_errors``, is reported and ski
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,18 @@ from pipeline.retrieval.documents import (
 
 __all__ = ["IngestReport", "WritableIndex", "collect_files", "ingest"]
 
+logger = logging.getLogger(__name__)
+
+
+# folders a walk never enters: tools' and packages' own files (a venv or node_modules holds thousands of READMEs)
+NOT_DOCUMENTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
+
+
+def _walked(path: Path, folder: Path) -> bool:
+    """Whether a folder walk indexes ``path``: not hidden (``.git``, ``.venv``, ``.DS_Store``), not inside
+    NOT_DOCUMENTS. Files named on the command line are always indexed."""
+    return not any(part.startswith(".") or part in NOT_DOCUMENTS for part in path.relative_to(folder).parts)
+
 
 def collect_files(paths: Iterable[str | Path]) -> list[Path]:
     """Supported files under the given files and folders, sorted; an unsupported named file is an error."""
@@ -31,7 +44,11 @@ def collect_files(paths: Iterable[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED and p.is_file())
+            files = [p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED and p.is_file()]
+            kept = sorted(p for p in files if _walked(p, path))
+            if len(kept) < len(files):
+                logger.info("%s: left out %d files in hidden or tool folders", path, len(files) - len(kept))
+            found += kept
         elif path.is_file():
             if path.suffix.lower() not in SUPPORTED:
                 raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")

@@ -1,0 +1,66 @@
+"""Markdown is read as a reader sees it: no front matter, links as their words, code untouched."""
+
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.ingest import collect_files
+from pipeline.retrieval.markdown_text import markdown_to_text
+from pipeline.retrieval.strips import sentence_strips
+
+DOC = """---
+title: "Reset your password"
+sidebar_position: 3
+---
+<!-- TODO: add screenshots -->
+# Password help
+
+To reset it, open the [account page](https://example.com/account?tab=security "Account") and click **Reset password**.
+See [the FAQ][faq] or <https://example.com/help>. ![Reset button](img/reset.png)
+
+* Use `my_secret_var` and *at least* 12 characters; snake_case_names and 2 * 3 * 4 stay.
+* __Never__ share it.
+
+```python
+x = "**not bold**"  # [not a link](url)
+```
+
+[faq]: https://example.com/faq
+"""
+
+
+def test_front_matter_names_the_document_and_is_not_text(tmp_path):
+    page = tmp_path / "reset.md"
+    page.write_text(DOC, encoding="utf-8")
+    title, text = read_document(page)
+    assert title == "Reset your password"
+    assert "sidebar_position" not in text and "---" not in text and "TODO" not in text
+    assert chunk_text(text)[0].startswith("# Password help")
+
+
+def test_links_images_and_emphasis_keep_their_words_and_lose_their_markup():
+    _, text = markdown_to_text(DOC)
+    assert "To reset it, open the account page and click Reset password." in text
+    assert "See the FAQ or https://example.com/help. Reset button" in text
+    assert "* Use `my_secret_var` and at least 12 characters; snake_case_names and 2 * 3 * 4 stay." in text
+    assert "* Never share it." in text
+    assert "example.com/account" not in text and "[faq]:" not in text and "img/reset.png" not in text
+    assert 'x = "**not bold**"  # [not a link](url)' in text  # code is content, verbatim
+    strips = sentence_strips(chunk_text(text)[0])
+    assert strips[0] == "To reset it, open the account page and click Reset password."
+
+
+def test_without_front_matter_the_first_heading_is_the_title(tmp_path):
+    text = "Intro line.\n\n# Main title\n\nText."
+    assert markdown_to_text(text) == ("Main title", text)
+    assert markdown_to_text("---\nnot front matter, never closed") == ("", "---\nnot front matter, never closed")
+    page = tmp_path / "untitled.md"
+    page.write_text("Just text.", encoding="utf-8")
+    assert read_document(page) == ("untitled", "Just text.")
+
+
+def test_a_folder_walk_leaves_out_hidden_and_tool_folders(tmp_path):
+    docs = tmp_path / "docs"
+    for name in ("guide.md", "sub/faq.md", ".github/CONTRIBUTING.md", ".venv/lib/README.md",
+                 "node_modules/pkg/README.md", "site/.draft.md"):
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text("Some text.", encoding="utf-8")
+    assert collect_files([docs]) == [docs / "guide.md", docs / "sub" / "faq.md"]
+    assert collect_files([docs / ".github" / "CONTRIBUTING.md"]) == [docs / ".github" / "CONTRIBUTING.md"]  # named
