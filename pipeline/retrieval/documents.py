@@ -15,6 +15,7 @@ from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
+from pipeline.retrieval.pdf_text import pdf_paragraphs
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -122,7 +123,8 @@ def read_document(path: str | Path) -> tuple[str, str]:
 
 
 def _read_pdf(path: Path) -> tuple[str, str]:
-    """Text of every page (pypdf), pages separated as paragraphs; scanned pages without text are an error."""
+    """Text of every page (pypdf) in paragraphs (pipeline.retrieval.pdf_text); scanned pages without text are an
+    error."""
     pypdf = require("pypdf", "rag")
     pypdf_logger = logging.getLogger("pypdf")
     level = pypdf_logger.level
@@ -139,7 +141,7 @@ def _read_pdf(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable PDF ({type(exc).__name__}: {exc})") from exc
     finally:
         pypdf_logger.setLevel(level)
-    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    text = pdf_paragraphs(pages)
     if not text:
         raise DataError(f"{path}: the PDF has no extractable text (scanned images need OCR first)")
     return title or path.stem, text

@@ -1,0 +1,83 @@
+"""Paragraphs from the text lines a PDF gives: what a page's layout meant, recovered from line lengths.
+
+pypdf hands back a page as lines, with nothing to say where a paragraph ends: read as one block, a heading
+("Exchanges") runs into the sentence after it and the running header or footer of every page ("Company Ltd -
+Confidential - Page 2") into the page's first or last sentence. Three rules recover the rest:
+
+- a line that is much shorter than the page's full lines ends a paragraph when it ends a sentence, and is
+  a heading of its own when it does not (and the next line starts a new sentence);
+- a word hyphenated across lines ("circum-" / "stances") is joined;
+- a line that opens or closes most pages of a document (numbers aside) is a running header or footer and
+  is left out; it takes three pages to tell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+__all__ = ["pdf_paragraphs"]
+
+SENTENCE_END = re.compile(r"[.!?:;][\"')\]]*$")
+HYPHENATED = re.compile(r"[^\W\d_]-$")
+SHORT_SENTENCE_END = 0.75   # a sentence-ending line shorter than this share of a full line ends its paragraph
+SHORT_HEADING = 0.6         # an unpunctuated line shorter than this share of a full line is a heading
+EDGE_LINES = 2              # running headers and footers are among a page's first and last lines
+MIN_PAGES_FOR_RUNNING = 3
+
+
+def pdf_paragraphs(pages: Sequence[str]) -> str:
+    """The pages' text as paragraphs separated by blank lines (pages end paragraphs too)."""
+    lines = [[line.strip() for line in page.splitlines() if line.strip()] for page in pages]
+    running = _running_lines(lines)
+    paragraphs: list[str] = []
+    for page in lines:
+        kept = [line for i, line in enumerate(page) if not (_is_edge(i, len(page)) and _shape(line) in running)]
+        paragraphs += _page_paragraphs(kept)
+    return "\n\n".join(paragraphs)
+
+
+def _shape(line: str) -> str:
+    return re.sub(r"\d+", "#", line.lower())
+
+
+def _is_edge(index: int, count: int) -> bool:
+    """Among the page's first or last lines; a short page has fewer (a page of 3 lines: the first and last)."""
+    edge = min(EDGE_LINES, (count - 1) // 2)
+    return index < edge or index >= count - edge
+
+
+def _running_lines(pages: list[list[str]]) -> set[str]:
+    """Line shapes that open or close at least half of the pages (of a document of three or more)."""
+    if len(pages) < MIN_PAGES_FOR_RUNNING:
+        return set()
+    seen = Counter(shape for page in pages for shape in {_shape(line) for i, line in enumerate(page)
+                                                           if _is_edge(i, len(page))})
+    return {shape for shape, count in seen.items() if 2 * count >= len(pages)}
+
+
+def _page_paragraphs(lines: list[str]) -> list[str]:
+    if not lines:
+        return []
+    full = sorted(len(line) for line in lines)[int(0.8 * (len(lines) - 1))]  # a full line's length, roughly
+    paragraphs: list[str] = []
+    current = ""
+    for i, line in enumerate(lines):
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        heading = _is_heading(line, following, full)
+        if heading and current:
+            paragraphs.append(current)
+            current = ""
+        current = current[:-1] + line if HYPHENATED.search(current) and line[:1].islower() else \
+            f"{current} {line}".strip()
+        if heading or not following or (SENTENCE_END.search(line) and len(line) < SHORT_SENTENCE_END * full):
+            paragraphs.append(current)
+            current = ""
+    return paragraphs
+
+
+def _is_heading(line: str, following: str, full: int) -> bool:
+    """A short line that ends no sentence, followed by a line that starts one."""
+    return (not SENTENCE_END.search(line) and len(line) < SHORT_HEADING * full and line[:1].isupper()
+            and following[:1].isupper())
