@@ -14,7 +14,7 @@ __all__ = ["MIN_STRIP_WORDS", "sentence_strips"]
 
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+PARAGRAPH_BREAK = re.compile(r"\n\s*\n")  # as chunk_text splits paragraphs (\r\n too)
 MIN_STRIP_WORDS = 3  # shorter fragments ("See below.") are not statements worth grading
 
 

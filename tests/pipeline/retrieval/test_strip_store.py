@@ -89,5 +89,7 @@ def test_a_paragraph_without_a_full_stop_ends_its_strip():
     text = "Billing questions for your account\n\nInvoices are issued on the first day.\nPast invoices are PDF files."
     assert sentence_strips(text) == ["Billing questions for your account", "Invoices are issued on the first day.",
                                      "Past invoices are PDF files."]
+    assert sentence_strips("Title line without a stop\r\n\r\nThe body says things.") == [
+        "Title line without a stop", "The body says things."]  # Windows line ends
     assert sentence_strips("Lines wrapped\nin the middle of a sentence stay one strip.") == [
         "Lines wrapped in the middle of a sentence stay one strip."]
