@@ -15,6 +15,7 @@ permission changes and deletions made by other processes at once.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -36,6 +37,8 @@ from pipeline.retrieval.documents import (
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.sqlite_db import DB_NAME, connect, create_vector_table, write_transaction
 from pipeline.retrieval.words import content_terms
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "query_tokens"]
 
@@ -127,6 +130,7 @@ class LocalHybridIndex:
         self.path = self.root / DB_NAME
         self._embedder = embedder
         self._local = threading.local()
+        self._said_missing = False
         if (self.root / "chunks.jsonl").is_file() and not self.path.is_file():
             raise DataError(f"index {self.root} is in the old file format (chunks.jsonl + vectors.npy); migrate it "
                             f"with `crag index migrate {self.root}` (the old files are kept)")
@@ -366,6 +370,10 @@ class LocalHybridIndex:
         where, params = _filter_sql(filters)
         conn = self._conn()
         if conn is None:
+            if not self._said_missing:  # a mistyped path would otherwise abstain on every question, unexplained
+                self._said_missing = True
+                logger.warning("index %s has no documents yet (no %s there): every search finds nothing; build it "
+                               "with `crag index add --index %s FILES`", self.root, DB_NAME, self.root)
             return []
         conn.execute("BEGIN")  # one snapshot for the whole query
         try:

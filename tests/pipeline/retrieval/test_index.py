@@ -219,3 +219,14 @@ def test_search_shares_stored_vectors_only_when_they_are_bit_identical(tmp_path)
     embedder.cache.clear()
     other.search("capital of France", TENANT_A, k=2)
     assert len(embedder.cache) == 0
+
+
+def test_searching_an_index_that_does_not_exist_says_so_once(tmp_path, caplog):
+    index = LocalHybridIndex(tmp_path / "typo", embedder=HashEmbedder())
+    with caplog.at_level("WARNING", logger="pipeline.retrieval.index"):
+        assert index.search("Paris", TENANT_A) == [] and index.search("Lyon", TENANT_A) == []
+    said = [r.getMessage() for r in caplog.records if "no documents yet" in r.getMessage()]
+    assert len(said) == 1 and "crag index add --index" in said[0] and str(tmp_path / "typo") in said[0]
+    assert not (tmp_path / "typo").exists()  # searching creates nothing
+    with pytest.raises(DataError, match="is not an index"):
+        LocalHybridIndex.open_existing(tmp_path / "typo")
