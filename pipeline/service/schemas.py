@@ -39,7 +39,7 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
     class GradeRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
         query: str = query_field
-        chunks: list[ChunkIn | chunk_text] = Field(  # type: ignore[valid-type]
+        chunks: list[ChunkIn | chunk_text] = Field(
             ..., min_length=1, max_length=limits.max_chunks,
             description='each chunk as {"text": ..., "chunk_id": ...} or as its text alone')
         escalate: bool = Field(True, description="send uncertain chunks to the LLM grader when one is configured")
