@@ -108,10 +108,7 @@ def read_document(path: str | Path) -> tuple[str, str]:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
     if path.suffix.lower() == ".pdf":
         return _read_pdf(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    raw = _decoded(path)
     if path.suffix.lower() in (".html", ".htm"):
         title, text = html_to_text(raw)
         return title or path.stem, text
@@ -120,6 +117,28 @@ def read_document(path: str | Path) -> tuple[str, str]:
         return title or path.stem, text
     heading = re.search(r"^#\s+(.+)$", raw, flags=re.MULTILINE)
     return (heading.group(1).strip() if heading else path.stem), raw
+
+
+DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
+
+
+def _decoded(path: Path) -> str:
+    """The file's text: UTF-8 (a byte-order mark dropped), or for HTML the charset its ``<meta>`` declares
+    (pages saved as windows-1252 or ISO-8859-1 are common). Anything else is an error naming the byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        declared = DECLARED_CHARSET.search(data[:4096]) if path.suffix.lower() in (".html", ".htm") else None
+        if declared is None:
+            raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it to UTF-8"
+                            + (" or declare its charset in a <meta> tag" if path.suffix.lower() in (".html", ".htm")
+                               else "")) from exc
+        charset = declared.group(1).decode("ascii")
+        try:
+            return data.decode(charset).replace("\r\n", "\n").replace("\r", "\n")
+        except (LookupError, UnicodeDecodeError) as declared_exc:
+            raise DataError(f"{path}: neither UTF-8 nor its declared charset {charset!r} ({declared_exc})") from exc
 
 
 def _read_pdf(path: Path) -> tuple[str, str]:

@@ -1,5 +1,7 @@
 """HTML pages are read as their content's paragraphs: no site furniture, headings apart from sentences."""
 
+import pytest
+
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import sentence_strips
@@ -64,3 +66,20 @@ def test_a_page_without_markup_or_text_reads_as_empty():
     assert html_to_text("") == ("", "")
     assert html_to_text("<script>only()</script>") == ("", "")
     assert html_to_text("plain &amp; simple") == ("", "plain & simple")
+
+
+def test_a_page_in_its_declared_charset_is_read_and_an_undeclared_one_is_an_error(tmp_path):
+    from models import DataError
+
+    page = tmp_path / "cafe.html"
+    page.write_bytes('<html><head><meta charset="windows-1252"><title>Café</title></head>'
+                     '<body><p>Prix : 5 € – très bien.</p></body></html>'.encode("cp1252"))
+    assert read_document(page) == ("Café", "Prix : 5 € – très bien.")
+    bare = tmp_path / "bare.html"
+    bare.write_bytes("<p>café</p>".encode("latin-1"))
+    with pytest.raises(DataError, match=r"bare\.html: not UTF-8 .*declare its charset"):
+        read_document(bare)
+    wrong = tmp_path / "wrong.html"
+    wrong.write_bytes(b'<meta charset="no-such-charset"><p>caf\xe9</p>')
+    with pytest.raises(DataError, match="declared charset 'no-such-charset'"):
+        read_document(wrong)

@@ -64,3 +64,12 @@ def test_a_folder_walk_leaves_out_hidden_and_tool_folders(tmp_path):
         (docs / name).write_text("Some text.", encoding="utf-8")
     assert collect_files([docs]) == [docs / "guide.md", docs / "sub" / "faq.md"]
     assert collect_files([docs / ".github" / "CONTRIBUTING.md"]) == [docs / ".github" / "CONTRIBUTING.md"]  # named
+
+
+def test_a_byte_order_mark_and_windows_line_ends_are_not_text(tmp_path):
+    page = tmp_path / "saved-on-windows.md"
+    page.write_bytes("\ufeff---\r\ntitle: Notes\r\n---\r\nFirst line\r\nsecond line.\r\n".encode("utf-8"))
+    assert read_document(page) == ("Notes", "First line\nsecond line.")
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes("\ufeffHello there.\r\n".encode("utf-8"))
+    assert read_document(plain) == ("plain", "Hello there.\n")
