@@ -16,6 +16,7 @@ from models.errors import ConfigError, DataError
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
+from pipeline.retrieval.strips import MARKDOWN_HEADING
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -167,23 +168,48 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
-    """Paragraph-based chunks of at most ``max_chars`` (long paragraphs split at sentence ends)."""
+    """Paragraph-based chunks of at most ``max_chars`` (long paragraphs split at sentence ends).
+
+    Sections are kept whole where they fit: a Markdown heading (``#`` .. ``######``; HTML headings are read as
+    such) starts a new chunk once the current one is a third full, and a chunk never ends with a heading,
+    which goes with the text it heads."""
     if max_chars < 100:
         raise ConfigError(f"max_chars must be >= 100, got {max_chars}")
     chunks: list[str] = []
-    current = ""
+    current: list[str] = []
     for paragraph in (p.strip() for p in re.split(r"\n\s*\n", text)):
         if not paragraph:
             continue
-        pieces = [paragraph] if len(paragraph) <= max_chars else _split_sentences(paragraph, max_chars)
+        waiting = _trailing_headings(current)  # headings left room beside a long paragraph's first piece
+        room = max_chars - len("\n\n".join(waiting)) - 2 if waiting else max_chars
+        pieces = [paragraph] if len(paragraph) <= max_chars else \
+            _split_sentences(paragraph, room if room >= 100 else max_chars)
         for piece in pieces:
-            if current and len(current) + len(piece) + 2 > max_chars:
-                chunks.append(current)
-                current = ""
-            current = f"{current}\n\n{piece}" if current else piece
+            size = len("\n\n".join(current))
+            body = [p for p in current if not _is_heading(p)]
+            new_section = bool(MARKDOWN_HEADING.match(piece)) and size >= max_chars // 3 and bool(body)
+            if current and (size + len(piece) + 2 > max_chars or new_section):
+                carried = _trailing_headings(current) if body else []
+                if len("\n\n".join([*carried, piece])) > max_chars:  # no room beside the text: the heading stays
+                    carried = []
+                chunks.append("\n\n".join(current[:len(current) - len(carried)]))
+                current = carried
+            current.append(piece)
     if current:
-        chunks.append(current)
+        chunks.append("\n\n".join(current))
     return chunks
+
+
+def _is_heading(paragraph: str) -> bool:
+    """A paragraph that is a heading line and nothing else."""
+    return bool(MARKDOWN_HEADING.match(paragraph)) and "\n" not in paragraph
+
+
+def _trailing_headings(paragraphs: list[str]) -> list[str]:
+    count = 0
+    while count < len(paragraphs) and _is_heading(paragraphs[len(paragraphs) - 1 - count]):
+        count += 1
+    return paragraphs[len(paragraphs) - count:]
 
 
 def _split_sentences(paragraph: str, max_chars: int) -> list[str]:

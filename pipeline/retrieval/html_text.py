@@ -5,7 +5,8 @@ they open every chunk of the page (and a grader reads a chunk's first tokens fir
 scripts, styles and other non-text elements always; navigation, footers, asides and the page's own
 header when the markup says what they are (the element, or an ARIA role, or ``hidden``). Block elements
 (paragraphs, headings, list items, table rows) end a paragraph, so a heading never runs into the sentence
-after it; whitespace inside a block is collapsed as a browser does, except in ``<pre>``.
+after it; headings are written as Markdown headings (``## Shipping times``), which chunking and sentence
+strips know; whitespace inside a block is collapsed as a browser does, except in ``<pre>``.
 
 Broken markup never loses text: an element left out that is still open when the page ends (a ``<nav>``
 without ``</nav>``) is put back, since what follows it would otherwise be dropped with it.
@@ -27,6 +28,7 @@ CONTENT_CONTAINERS = frozenset({"main", "article"})  # a <header> inside one is 
 BLOCKS = frozenset({"p", "div", "br", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6",
                     "tr", "table", "section", "article", "main", "header", "blockquote", "pre", "figure",
                     "figcaption", "address", "details", "summary", "caption", "form", "fieldset", "body"})
+HEADINGS = {f"h{level}": level for level in range(1, 7)}
 CELLS = frozenset({"td", "th"})
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
                   "wbr"})
@@ -61,6 +63,8 @@ class _Extractor(html.parser.HTMLParser):
             self._in_pre += 1
         if tag in BLOCKS:
             self.parts.append(PARAGRAPH)
+            if tag in HEADINGS:  # written as Markdown: chunking keeps it with its section, strips never quote it
+                self.parts.append("#" * HEADINGS[tag] + " ")
         elif tag in CELLS:
             self.parts.append(" ")
 
@@ -100,7 +104,7 @@ class _Extractor(html.parser.HTMLParser):
     def text(self) -> str:
         """The paragraphs read; an element left out that never closed keeps its text (see the module)."""
         paragraphs = (p.strip() for p in "".join(self.parts).split(PARAGRAPH))
-        return PARAGRAPH.join(p for p in paragraphs if p)
+        return PARAGRAPH.join(p for p in paragraphs if p.strip("#"))  # an empty heading is no paragraph
 
 
 def html_to_text(markup: str) -> tuple[str, str]:

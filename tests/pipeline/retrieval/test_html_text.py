@@ -15,7 +15,7 @@ PAGE = """<!doctype html><html><head><title> Shipping
 <p>Orders ship within 2 business days.
    Express delivery takes 1 day in the EU.</p>
 <p>International shipping to the US takes 5&ndash;7 business days.</p>
-<aside>Related: our returns policy</aside>
+<aside>Related: our returns policy</aside><h2> </h2>
 <table><tr><th>Zone</th><th>Days</th></tr><tr><td>EU</td><td>1-2</td></tr></table>
 <pre>curl -X GET /orders
     --header "Accept: json"</pre>
@@ -27,7 +27,7 @@ def test_a_page_keeps_its_content_and_drops_its_furniture():
     title, text = html_to_text(PAGE)
     assert title == "Shipping help"
     assert text.split("\n\n") == [
-        "Shipping times",
+        "# Shipping times",  # a heading, written as Markdown
         "Orders ship within 2 business days. Express delivery takes 1 day in the EU.",
         "International shipping to the US takes 5\u20137 business days.",
         "Zone Days", "EU 1-2",

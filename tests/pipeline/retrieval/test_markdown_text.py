@@ -73,3 +73,16 @@ def test_a_byte_order_mark_and_windows_line_ends_are_not_text(tmp_path):
     plain = tmp_path / "plain.txt"
     plain.write_bytes("\ufeffHello there.\r\n".encode("utf-8"))
     assert read_document(plain) == ("plain", "Hello there.\n")
+
+
+def test_a_section_stays_with_its_heading_when_it_fits():
+    intro = "Intro " + "words " * 40
+    reset = "Reset text. " * 10
+    bill = "Bill text. " * 50
+    chunks = chunk_text(f"# Guide\n\n{intro}\n\n## Reset\n\n{reset}\n\n## Billing\n\n{bill}\n\n## Tail\n\nShort.",
+                        max_chars=400)
+    assert [c.split("\n\n")[0][:20] for c in chunks] == ["# Guide", "## Reset", "## Billing", "Bill text. Bill text",
+                                                          "## Tail"]
+    assert not any(c.rstrip().split("\n\n")[-1].startswith("#") for c in chunks)  # no chunk ends with a heading
+    assert all(len(c) <= 400 for c in chunks)
+    assert " ".join(chunks).split() == f"# Guide {intro} ## Reset {reset} ## Billing {bill} ## Tail Short.".split()
