@@ -128,7 +128,7 @@ def _decoded(path: Path) -> str:
     (pages saved as windows-1252 or ISO-8859-1 are common). Anything else is an error naming the byte."""
     data = path.read_bytes()
     try:
-        return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+        return _unix_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         declared = DECLARED_CHARSET.search(data[:4096]) if path.suffix.lower() in (".html", ".htm") else None
         if declared is None:
@@ -137,9 +137,14 @@ def _decoded(path: Path) -> str:
                                else "")) from exc
         charset = declared.group(1).decode("ascii")
         try:
-            return data.decode(charset).replace("\r\n", "\n").replace("\r", "\n")
+            return _unix_lines(data.decode(charset))
         except (LookupError, UnicodeDecodeError) as declared_exc:
             raise DataError(f"{path}: neither UTF-8 nor its declared charset {charset!r} ({declared_exc})") from exc
+
+
+def _unix_lines(text: str) -> str:
+    """Line ends as a text-mode read gives them (universal newlines)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _read_pdf(path: Path) -> tuple[str, str]:
