@@ -117,7 +117,7 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="manage the local hybrid index (one SQLite file in a folder)")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     add = isub.add_parser("add", help="add or re-index text / Markdown / HTML / PDF files or folders")
-    add.add_argument("paths", nargs="+", help="files or folders (.txt .md .html .pdf)")
+    add.add_argument("paths", nargs="+", help="files or folders (.txt .md .html .pdf .docx)")
     where = add.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="local index directory (created if missing)")
     where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")

@@ -13,6 +13,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError, DataError
+from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
@@ -21,7 +22,7 @@ from pipeline.retrieval.strips import MARKDOWN_HEADING
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
+SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -103,12 +104,15 @@ class StoredChunk:
 
 
 def read_document(path: str | Path) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown, HTML or PDF file."""
+    """(title, plain text) of a text, Markdown, HTML, PDF or Word (.docx) file."""
     path = Path(path)
     if path.suffix.lower() not in SUPPORTED:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
     if path.suffix.lower() == ".pdf":
         return _read_pdf(path)
+    if path.suffix.lower() == ".docx":
+        title, text = docx_to_text(path)
+        return title or path.stem, text
     raw = _decoded(path)
     if path.suffix.lower() in (".html", ".htm"):
         title, text = html_to_text(raw)

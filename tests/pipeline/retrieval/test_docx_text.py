@@ -1,0 +1,51 @@
+"""Word files are read in document order, headings as Markdown, page headers left out."""
+
+import docx
+import pytest
+
+from models import DataError
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.ingest import collect_files
+from pipeline.retrieval.strips import sentence_strips
+
+
+def _handbook(path, title=""):
+    document = docx.Document()
+    document.core_properties.title = title
+    document.sections[0].header.paragraphs[0].text = "ACME confidential - do not forward"
+    document.add_heading("Returns handbook", 0)
+    document.add_paragraph("Refunds are accepted   within thirty days.")
+    document.add_heading("Exchanges", level=2)
+    document.add_paragraph("Bring the receipt to any store.", style="List Bullet")
+    table = document.add_table(rows=2, cols=3)
+    for cell, text in zip(table.rows[0].cells, ("Zone", "Days", "Cost"), strict=True):
+        cell.text = text
+    table.cell(1, 0).merge(table.cell(1, 1)).text = "EU"
+    table.cell(1, 2).text = "Free"
+    document.add_paragraph("")
+    document.add_paragraph("Shipping back is paid by the customer.")
+    document.save(str(path))
+    return path
+
+
+def test_a_word_file_reads_in_order_with_markdown_headings(tmp_path):
+    title, text = read_document(_handbook(tmp_path / "handbook.docx"))
+    assert title == "Returns handbook"
+    assert text.split("\n\n") == ["# Returns handbook", "Refunds are accepted within thirty days.", "## Exchanges",
+                                  "- Bring the receipt to any store.", "Zone | Days | Cost", "EU | Free",
+                                  "Shipping back is paid by the customer."]
+    assert "confidential" not in text  # the page header is not body text
+    strips = [s for chunk in chunk_text(text) for s in sentence_strips(chunk)]
+    assert strips[0] == "Refunds are accepted within thirty days."  # headings are never quoted
+
+
+def test_the_title_property_names_the_document_and_folders_find_word_files(tmp_path):
+    path = _handbook(tmp_path / "h.docx", title="Store policy 2026")
+    assert read_document(path)[0] == "Store policy 2026"
+    assert collect_files([tmp_path]) == [path]
+
+
+def test_a_damaged_or_old_word_file_is_a_clear_error(tmp_path):
+    (tmp_path / "old.docx").write_bytes(b"\xd0\xcf\x11\xe0 an OLE .doc renamed")
+    with pytest.raises(DataError, match=r"old\.docx: not a readable \.docx file.*saved as \.docx"):
+        read_document(tmp_path / "old.docx")
