@@ -7,6 +7,7 @@ the run (default, nothing written) or, with ``skip_errors``, is reported and ski
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from models.errors import DataError
+from models.progress import progress, stage
 from pipeline.retrieval.documents import (
     SUPPORTED,
     StoredChunk,
@@ -28,6 +30,7 @@ __all__ = ["IngestReport", "WritableIndex", "collect_files", "ingest"]
 logger = logging.getLogger(__name__)
 
 
+SAY_WRITE_FROM = 500  # chunks: below this a write takes a few seconds at most and is not announced
 # folders a walk never enters: tools' and packages' own files (a venv or node_modules holds thousands of READMEs)
 NOT_DOCUMENTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 
@@ -95,7 +98,8 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     chunks: list[StoredChunk] = []
     check_name("tenant", tenant)
     roles = frozenset(check_name("role", r) for r in roles)
-    for path in (p.resolve() for p in collect_files(paths)):
+    files = collect_files(paths)
+    for path in progress((p.resolve() for p in files), desc="reading documents", total=len(files), unit="file"):
         try:
             title, text = read_document(path)
         except DataError as exc:
@@ -115,10 +119,13 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
                                       authority=authority,
                                       metadata={"path": str(path), "format": path.suffix.lower().lstrip(".")}))
     write = getattr(index, "write", None)
-    if write is not None:  # the local index: unchanged chunks kept, a re-indexed document's stale chunks removed
-        written = write(chunks, replace_documents=True)
-        report.chunks_added, report.chunks_updated = written.added, written.updated
-        report.chunks_unchanged, report.chunks_removed = written.unchanged, written.removed
-    else:
-        report.chunks_added = index.add(chunks)
+    announce = len(chunks) >= SAY_WRITE_FROM
+    with stage(f"indexing {len(chunks)} chunks (new and changed ones are embedded)") if announce else \
+            contextlib.nullcontext():
+        if write is not None:  # the local index: unchanged chunks kept, a re-indexed document's stale chunks removed
+            written = write(chunks, replace_documents=True)
+            report.chunks_added, report.chunks_updated = written.added, written.updated
+            report.chunks_unchanged, report.chunks_removed = written.unchanged, written.removed
+        else:
+            report.chunks_added = index.add(chunks)
     return report

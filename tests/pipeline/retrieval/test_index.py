@@ -230,3 +230,20 @@ def test_searching_an_index_that_does_not_exist_says_so_once(tmp_path, caplog):
     assert not (tmp_path / "typo").exists()  # searching creates nothing
     with pytest.raises(DataError, match="is not an index"):
         LocalHybridIndex.open_existing(tmp_path / "typo")
+
+
+def test_indexing_says_how_far_it_is_on_stderr_and_nothing_on_stdout(tmp_path, monkeypatch, capsys):
+    import pipeline.retrieval.ingest as ingest_module
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(3):
+        (docs / f"d{n}.md").write_text(f"# Doc {n}\n\nParagraph number {n} of the corpus.", encoding="utf-8")
+    monkeypatch.delenv("CRAG_NO_PROGRESS", raising=False)
+    monkeypatch.setattr(ingest_module, "SAY_WRITE_FROM", 3)
+    ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [docs], tenant="t")
+    out, err = capsys.readouterr()
+    assert out == "" and "reading documents" in err and "indexing 3 chunks" in err and "done in" in err
+    monkeypatch.setenv("CRAG_NO_PROGRESS", "1")
+    ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [docs], tenant="t")
+    assert capsys.readouterr() == ("", "")
