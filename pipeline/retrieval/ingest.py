@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from models.errors import DataError
+from models.errors import DataError, MissingDependencyError
 from models.progress import progress, stage
 from pipeline.retrieval.documents import (
     SUPPORTED,
@@ -102,9 +102,9 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     for path in progress((p.resolve() for p in files), desc="reading documents", total=len(files), unit="file"):
         try:
             title, text = read_document(path)
-        except DataError as exc:
+        except (DataError, MissingDependencyError) as exc:  # a .docx without the docx extra is one file's problem
             if not skip_errors:
-                raise DataError(f"{exc} (pass --skip-errors to index the other files and report this one)") from exc
+                raise type(exc)(f"{exc} (pass --skip-errors to index the other files and report this one)") from exc
             report.skipped.append({"path": str(path), "reason": str(exc)})
             continue
         pieces = chunk_text(text, max_chars=max_chars)

@@ -49,3 +49,23 @@ def test_a_damaged_or_old_word_file_is_a_clear_error(tmp_path):
     (tmp_path / "old.docx").write_bytes(b"\xd0\xcf\x11\xe0 an OLE .doc renamed")
     with pytest.raises(DataError, match=r"old\.docx: not a readable \.docx file.*saved as \.docx"):
         read_document(tmp_path / "old.docx")
+
+
+def test_without_the_docx_extra_a_word_file_is_named_and_can_be_skipped(tmp_path, monkeypatch):
+    import sys
+
+    from models import MissingDependencyError
+    from pipeline.retrieval.index import LocalHybridIndex
+    from pipeline.retrieval.ingest import ingest
+    from tests.pipeline.conftest import HashEmbedder
+
+    _handbook(tmp_path / "handbook.docx")
+    (tmp_path / "notes.md").write_text("Plain notes here.", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "docx", None)  # as if python-docx were not installed
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    with pytest.raises(MissingDependencyError, match=r"crag-grader\[docx\].*--skip-errors"):
+        ingest(index, [tmp_path], tenant="t")
+    assert not (tmp_path / "idx" / "index.sqlite").exists()  # nothing written
+    report = ingest(index, [tmp_path], tenant="t", skip_errors=True)
+    assert report.files == 1 and report.skipped[0]["path"].endswith("handbook.docx")
+    assert "crag-grader[docx]" in report.skipped[0]["reason"]
