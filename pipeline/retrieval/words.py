@@ -33,12 +33,15 @@ HOW_MEASURES = {"long", "many", "much", "far", "often", "old", "big", "large", "
 
 def content_words(words: Sequence[str]) -> list[str]:
     """``words`` (a question's, in order) without stopwords and without the measure of "how long" / "how many";
-    case and repeats kept."""
+    case and repeats kept. An acronym that spells a stopword ("US", "IT") is content, unless the whole question
+    is in capitals."""
     kept: list[str] = []
     previous = ""
+    shouting = 2 * sum(w.isupper() for w in words) > len(words)
     for word in words:
         low = word.lower()
-        if low not in STOPWORDS and not (previous == "how" and low in HOW_MEASURES):
+        acronym = not shouting and word.isupper() and len(word) >= 2
+        if (low not in STOPWORDS or acronym) and not (previous == "how" and low in HOW_MEASURES):
             kept.append(word)
         previous = low
     return kept

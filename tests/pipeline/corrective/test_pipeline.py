@@ -200,6 +200,8 @@ def test_aspects_are_content_words_not_stopwords():
     assert aspects_of("How many moons does Mars have?") == ["moons", "Mars"]
     assert aspects_of("What is the long jump record?") == ["long", "jump", "record"]
     assert rewrite_query("How often is the backup job run?") == "backup job"
+    assert rewrite_query("How long does shipping to the US take?") == "shipping US"  # an acronym, not "us"
+    assert rewrite_query("WHAT IS THE STATUS OF MY ORDER?") == "STATUS ORDER"  # capitals throughout: no acronyms
 
 
 def test_access_denied_needs_the_whole_question_not_one_rare_token(tmp_path):
