@@ -65,7 +65,8 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
         rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds,
-                      min_answer_probability=args.min_answer_p, answer_floor=args.answer_floor))
+                      min_answer_probability=args.min_answer_p, answer_floor=args.answer_floor,
+                      strip_relative_floor=args.strip_relative_floor))
     retriever = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
     return build_rag(retriever, settings)
 
@@ -166,6 +167,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--answer-floor", type=float, default=None,
                    help="without an LLM, abstain unless some chunk reaches this probability (default: the grader "
                         "bundle's fitted floor, see `crag answerability`; 0 turns it off)")
+    p.add_argument("--strip-relative-floor", type=float, default=0.0,
+                   help="quote only sentences graded at least this share of the best one's probability (0-1; "
+                        "0.3-0.5 gives shorter answers, see the README)")
     web = p.add_argument_group("web search fallback (off unless --web is given)")
     web.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
     web.add_argument("--web-url", default=None, help="SearxNG instance URL, or a Tavily-compatible base URL")

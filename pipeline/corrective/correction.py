@@ -90,9 +90,10 @@ class Strip:
 
 
 def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_budget: int = 300,
-           min_probability: float = 0.1) -> list[Strip]:
-    """Split chunks into sentence strips, grade them with the same grader, keep the best within the budget,
-    and return them in document order. A sentence that repeats an earlier one (same words, whatever the case
+           min_probability: float = 0.1, relative_floor: float = 0.0) -> list[Strip]:
+    """Split chunks into sentence strips, grade them with the same grader, keep the best within the budget
+    (none below ``min_probability`` or below ``relative_floor`` times the best strip's probability), and return
+    them in document order. A sentence that repeats an earlier one (same words, whatever the case
     and punctuation; chunks come in authority order) is neither graded nor kept twice; one whose grade is
     withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept."""
     strips: list[tuple[str, int, str]] = []
@@ -108,10 +109,12 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     with not_monitored():  # strips are not retrieved chunks: the shift alarm watches chunks only
         grades = grader.grade(query, [Chunk(text=s[2], chunk_id=s[0]) for s in strips])
     ranked = sorted(range(len(strips)), key=lambda i: -grades[i].probability)
+    best = next((grades[i].probability for i in ranked if not grades[i].withheld), 0.0)
+    floor = max(min_probability, relative_floor * best)
     kept: list[int] = []
     used = 0
     for i in ranked:
-        if grades[i].probability < min_probability:
+        if grades[i].probability < floor:
             break
         if grades[i].withheld:
             continue

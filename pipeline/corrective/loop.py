@@ -224,7 +224,8 @@ class CorrectiveRAG:
             state.trace.step("compose", t0, outcome=early.outcome.value, grounding="none",
                              reason="no chunk reaches the answerability floor", floor=self.answer_floor)
             return self._from_draft(state, early, decision)
-        strips = refine(query, usable, _BudgetedGrader(self, state), token_budget=self.config.strip_token_budget)
+        strips = refine(query, usable, _BudgetedGrader(self, state), token_budget=self.config.strip_token_budget,
+                        relative_floor=self.config.strip_relative_floor)
         state.trace.step("refine", t0, strips=[{"chunk": s.chunk_id, "p": round(s.grade.probability, 4)}
                                                for s in strips])
         t0 = time.monotonic()

@@ -167,6 +167,25 @@ def test_refine_keeps_sentences_in_order_and_drops_markdown_headings(grader):
     assert len(tight) == 1  # the budget keeps only the best strip
 
 
+def test_a_relative_floor_keeps_only_sentences_near_the_best_one():
+    from grader import load_grader
+    from pipeline.corrective.correction import refine
+    from pipeline.corrective.state import RAGConfig
+
+    chunk = make_chunk("ship", "Orders ship within 2 business days. International shipping to the US takes 5-7 "
+                               "business days. Our office dog is called Rex.")
+    query, default = "How long does international shipping take?", load_grader("default", threads=1)
+    every = refine(query, [chunk], default, min_probability=0.0)
+    near = refine(query, [chunk], default, min_probability=0.0, relative_floor=0.5)
+    best = max(s.grade.probability for s in every)
+    assert [s.text for s in near] == [s.text for s in every if s.grade.probability >= 0.5 * best]
+    assert 1 <= len(near) < len(every) and "Rex" not in " ".join(s.text for s in near)
+    assert [s.text for s in refine(query, [chunk], default, min_probability=0.0, relative_floor=0.0)] == \
+        [s.text for s in every]
+    with pytest.raises(ConfigError, match="strip_relative_floor"):
+        RAGConfig(strip_relative_floor=1.5)
+
+
 def test_refine_grades_and_keeps_a_repeated_sentence_once(grader):
     from pipeline.corrective.correction import refine
 
