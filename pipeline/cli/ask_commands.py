@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError, DataError
 from pipeline.cli.jsonl import iter_json_lines
+from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
 from pipeline.retrieval.documents import Principal
@@ -64,9 +65,7 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
     settings = PipelineSettings(
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
-        rag=RAGConfig(max_llm_calls=args.max_llm_calls, deadline_s=args.deadline, max_rounds=args.max_rounds,
-                      min_answer_probability=args.min_answer_p, answer_floor=args.answer_floor,
-                      strip_relative_floor=args.strip_relative_floor))
+        rag=RAGConfig(**rag_settings(args)))
     retriever = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
     return build_rag(retriever, settings)
 
@@ -159,17 +158,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--roles", default="")
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--max-llm-calls", type=int, default=8, help="LLM calls per question, all steps together")
-    p.add_argument("--deadline", type=float, default=20.0, help="seconds per question")
-    p.add_argument("--max-rounds", type=int, default=3, help="retrieval rounds (initial, broader, web)")
-    p.add_argument("--min-answer-p", type=float, default=None,
-                   help="answer from uncertain strips only above this probability (default: the lower threshold)")
-    p.add_argument("--answer-floor", type=float, default=None,
-                   help="without an LLM, abstain unless some chunk reaches this probability (default: the grader "
-                        "bundle's fitted floor, see `crag answerability`; 0 turns it off)")
-    p.add_argument("--strip-relative-floor", type=float, default=0.0,
-                   help="quote only sentences graded at least this share of the best one's probability (0-1; "
-                        "0.3-0.5 gives shorter answers, see the README)")
+    add_rag_arguments(p)
     web = p.add_argument_group("web search fallback (off unless --web is given)")
     web.add_argument("--web", choices=list(WEB_PROVIDERS), default=None)
     web.add_argument("--web-url", default=None, help="SearxNG instance URL, or a Tavily-compatible base URL")

@@ -24,6 +24,7 @@ from models.deps import require
 from models.errors import ConfigError
 from models.output import print_json
 from models.registry import MODEL_OPTION_HELP
+from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings
 from pipeline.corrective.loop import RAGConfig
 from pipeline.retrieval.index import LocalHybridIndex, Retriever
@@ -31,7 +32,7 @@ from pipeline.service.app import ServiceConfig, create_app
 from pipeline.service.keys import KeyStore
 from pipeline.service.schemas import Limits
 
-__all__ = ["app_from_env", "register_keys", "register_serve"]
+__all__ = ["app_from_env", "register_keys", "register_serve", "serve_settings"]
 
 SETTINGS_ENV = "CRAG_SERVE_SETTINGS"
 logger = logging.getLogger(__name__)
@@ -72,9 +73,8 @@ def app_from_env() -> Any:
     return create_app(config)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    uvicorn = require("uvicorn", "serve")
-    KeyStore.open(args.keys)  # fail here, not in every worker
+def serve_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What every worker is built from (JSON in ``$CRAG_SERVE_SETTINGS``): the parsed `crag serve` options."""
     index = args.index
     if args.demo:
         from pipeline.cli.ask_commands import demo_index
@@ -89,14 +89,19 @@ def _serve(args: argparse.Namespace) -> int:
         "model": args.model, "threads": args.threads, "keys": str(Path(args.keys).resolve()),
         "index": str(Path(index).resolve()) if index else None, "qdrant_url": args.qdrant_url,
         "collection": args.collection, "llm": llm_settings, "web": args.web, "web_url": args.web_url,
-        "rag": {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline,
-                "access_denied_min_coverage": args.access_denied_coverage or None},
+        "rag": {**rag_settings(args), "access_denied_min_coverage": args.access_denied_coverage or None},
         "limits": {"max_query_chars": args.max_query_chars, "max_chunks": args.max_chunks,
                    "max_chunk_chars": args.max_chunk_chars, "max_body_bytes": args.max_body_bytes,
                    "rate_per_minute": args.rate_per_minute, "grade_deadline_s": args.grade_deadline},
         "micro_batch_wait_ms": args.micro_batch_wait_ms,
     }
-    os.environ[SETTINGS_ENV] = json.dumps(settings)
+    return settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    uvicorn = require("uvicorn", "serve")
+    KeyStore.open(args.keys)  # fail here, not in every worker
+    os.environ[SETTINGS_ENV] = json.dumps(serve_settings(args))
     if args.workers == 1:
         app_from_env()  # surface configuration errors before uvicorn swallows them
     uvicorn.run("pipeline.cli.serve_commands:app_from_env", factory=True, host=args.host, port=args.port,
@@ -120,8 +125,7 @@ def register_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=1, help="worker processes (each loads the model once)")
     p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
     p.add_argument("--micro-batch-wait-ms", type=float, default=5.0)
-    p.add_argument("--max-llm-calls", type=int, default=8)
-    p.add_argument("--deadline", type=float, default=20.0, help="seconds per /v1/query")
+    add_rag_arguments(p, per="/v1/query request")
     defaults = Limits()
     p.add_argument("--max-query-chars", type=int, default=defaults.max_query_chars)
     p.add_argument("--max-chunks", type=int, default=defaults.max_chunks)

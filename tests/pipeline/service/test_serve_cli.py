@@ -269,3 +269,24 @@ def test_tenant_names_follow_one_rule_for_keys_and_index(capsys, tmp_path, tenan
     assert "tenant name" in capsys.readouterr().err and not (tmp_path / "idx").exists()
     assert main(["index", "add", str(tmp_path / "d.md"), "--index", str(tmp_path / "idx"), "--tenant", "ok",
                  "--roles", "bad role"]) == 2
+
+
+def test_serve_takes_the_corrective_loop_options_that_ask_takes(tmp_path, monkeypatch):
+    from pipeline.cli.main import build_parser
+    from pipeline.cli.serve_commands import SETTINGS_ENV, app_from_env, serve_settings
+
+    store = tmp_path / "keys.json"
+    assert main(["keys", "create", "--store", str(store), "--tenant", "acme"]) == 0
+    options = ["--answer-floor", "0.3", "--strip-relative-floor", "0.5", "--max-rounds", "1", "--min-answer-p",
+               "0.2", "--max-llm-calls", "3", "--deadline", "7"]
+    ask = build_parser().parse_args(["ask", "--demo", "question", *options])
+    serve = build_parser().parse_args(["serve", "--keys", str(store), "--demo", *options])
+    settings = serve_settings(serve)
+    monkeypatch.setenv(SETTINGS_ENV, json.dumps(settings))
+    config = app_from_env().state.crag.rag.config
+    assert (config.answer_floor, config.strip_relative_floor, config.max_rounds, config.min_answer_probability,
+            config.max_llm_calls, config.deadline_s) == (0.3, 0.5, 1, 0.2, 3, 7.0)
+    assert {k: v for k, v in settings["rag"].items() if k != "access_denied_min_coverage"} == \
+        {"max_llm_calls": ask.max_llm_calls, "deadline_s": ask.deadline, "max_rounds": ask.max_rounds,
+         "min_answer_probability": ask.min_answer_p, "answer_floor": ask.answer_floor,
+         "strip_relative_floor": ask.strip_relative_floor}
