@@ -25,7 +25,7 @@ NEVER_TEXT = frozenset({"script", "style", "noscript", "template", "svg", "canva
 FURNITURE = frozenset({"nav", "footer", "aside"})
 FURNITURE_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"})
 CONTENT_CONTAINERS = frozenset({"main", "article"})  # a <header> inside one is the content's own heading
-BLOCKS = frozenset({"p", "div", "br", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6",
+BLOCKS = frozenset({"p", "div", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6",
                     "tr", "table", "section", "article", "main", "header", "blockquote", "pre", "figure",
                     "figcaption", "address", "details", "summary", "caption", "form", "fieldset", "body"})
 HEADINGS = {f"h{level}": level for level in range(1, 7)}
@@ -67,6 +67,8 @@ class _Extractor(html.parser.HTMLParser):
                 self.parts.append("#" * HEADINGS[tag] + " ")
         elif tag in CELLS:
             self.parts.append(" ")
+        elif tag == "br":  # a line break inside a paragraph, as a browser shows it; strips join such lines
+            self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":

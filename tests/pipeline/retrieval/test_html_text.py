@@ -62,6 +62,12 @@ def test_nested_elements_of_the_same_name_end_the_right_one():
     assert text.split("\n\n") == ["Content.", "After."]
 
 
+def test_a_line_break_does_not_end_a_paragraph():
+    _, text = html_to_text("<p>Refunds are granted<br>within 14 days.<br/>Ask our support team.</p><p>Next.</p>")
+    assert text == "Refunds are granted\nwithin 14 days.\nAsk our support team.\n\nNext."
+    assert sentence_strips(text) == ["Refunds are granted within 14 days.", "Ask our support team."]
+
+
 def test_a_page_without_markup_or_text_reads_as_empty():
     assert html_to_text("") == ("", "")
     assert html_to_text("<script>only()</script>") == ("", "")
