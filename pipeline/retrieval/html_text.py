@@ -43,6 +43,7 @@ class _Extractor(html.parser.HTMLParser):
         self._in_title = False
         self._in_pre = 0
         self._content_depth = 0
+        self._cells_in_row = 0
         # elements being left out, outermost first: [tag, open elements of that name, where in parts it began]
         self._left_out_stack: list[list[Any]] = []
 
@@ -63,10 +64,12 @@ class _Extractor(html.parser.HTMLParser):
             self._in_pre += 1
         if tag in BLOCKS:
             self.parts.append(PARAGRAPH)
+            self._cells_in_row = 0
             if tag in HEADINGS:  # written as Markdown: chunking keeps it with its section, strips never quote it
                 self.parts.append("#" * HEADINGS[tag] + " ")
-        elif tag in CELLS:
-            self.parts.append(" ")
+        elif tag in CELLS:  # a row reads "Zone | Days", as a Word table's does
+            self.parts.append(" | " if self._cells_in_row else " ")
+            self._cells_in_row += 1
         elif tag == "br":  # a line break inside a paragraph, as a browser shows it; strips join such lines
             self.parts.append("\n")
 
