@@ -139,8 +139,8 @@ class CascadeGrader:
     def _rebanded(self, grade: Grade) -> Grade:
         if grade.decided_by != "model":
             return grade
-        verdict, uncertain = self.policy.verdict(grade.probability)
-        return replace(grade, verdict=verdict, uncertain=uncertain or grade.withheld)
+        verdict, uncertain = self.policy.verdict(grade.probability, withheld=grade.withheld)
+        return replace(grade, verdict=verdict, uncertain=uncertain)
 
     @staticmethod
     def _flag(grade: Grade, reason: str) -> Grade:

@@ -308,12 +308,11 @@ class CrossEncoderGrader:
                 logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live), window_tokens)
             swaps = self._swaps(pairs, probs)
             for j, (r, i) in enumerate(live):
-                verdict, uncertain = self.policy.verdict(float(probs[j]))
+                withheld = swaps[j] is not None  # not accepted without a second opinion
+                verdict, uncertain = self.policy.verdict(float(probs[j]), withheld=withheld)
                 reasons = [f"truncated: read {int(scored.windows[j])} windows of {window_tokens} tokens; the rest "
                            "was not read"] if scored.truncated[j] else []
-                withheld = swaps[j] is not None  # not accepted without a second opinion
                 if withheld:
-                    uncertain = True
                     reasons.insert(0, f"uncertain: {swaps[j]}")
                 out[r][i] = Grade(
                     verdict=verdict,

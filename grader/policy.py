@@ -41,12 +41,13 @@ class ThresholdPolicy:
                 f"decision={self.decision}, upper={self.upper}"
             )
 
-    def verdict(self, probability: float) -> tuple[Verdict, bool]:
-        """Best-guess verdict and whether the probability is inside the uncertain band."""
+    def verdict(self, probability: float, *, withheld: bool = False) -> tuple[Verdict, bool]:
+        """Best-guess verdict and whether it needs a second opinion: the probability is inside the uncertain band,
+        or the grade is ``withheld`` (above the band, but a swapped opposite: :mod:`grader.contrast`)."""
         if probability >= self.upper:
-            return Verdict.RELEVANT, False
+            return Verdict.RELEVANT, withheld
         if probability <= self.lower:
-            return Verdict.IRRELEVANT, False
+            return Verdict.IRRELEVANT, withheld
         return (Verdict.RELEVANT if probability >= self.decision else Verdict.IRRELEVANT), True
 
     def to_dict(self) -> dict[str, float]:
@@ -80,8 +81,7 @@ def answer_floor_of(entry: dict[str, Any] | None, bundle: str = "the bundle") ->
 
 def _verdict_of(grade: Grade, policy: ThresholdPolicy | None) -> tuple[Verdict, bool]:
     if policy is not None and grade.decided_by == "model":
-        verdict, uncertain = policy.verdict(grade.probability)
-        return verdict, uncertain or grade.withheld
+        return policy.verdict(grade.probability, withheld=grade.withheld)
     return grade.verdict, grade.uncertain
 
 

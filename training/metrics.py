@@ -66,11 +66,10 @@ def compute_metrics(
     probs = np.asarray(probs, dtype=np.float64)
     y = binary_labels(pairs)
     strict = np.array([p.label is not Verdict.PARTIAL for p in pairs])
-    verdicts = [policy.verdict(float(p)) for p in probs]
+    held = np.zeros(len(probs), dtype=bool) if withheld is None else np.asarray(withheld, dtype=bool)
+    verdicts = [policy.verdict(float(p), withheld=bool(w)) for p, w in zip(probs, held, strict=True)]
     predicted = np.array([1 if v.is_positive else 0 for v, _ in verdicts])
     band = np.array([unsure for _, unsure in verdicts], dtype=bool)
-    if withheld is not None:
-        band |= np.asarray(withheld, dtype=bool)
     auto = ~band
     auto_errors = int((predicted[auto] != y[auto]).sum())
     report: dict[str, Any] = {

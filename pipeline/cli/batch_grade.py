@@ -57,8 +57,7 @@ def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
     probs, truncated_flags = graded.probabilities, graded.truncated
     out = []
     for fields, p, truncated, withheld in zip(kept, probs, truncated_flags, graded.withheld, strict=True):
-        verdict, band = grader.policy.verdict(float(p))
-        band = band or bool(withheld)  # swapped opposites are not accepted without a second opinion
+        verdict, band = grader.policy.verdict(float(p), withheld=bool(withheld))
         out.append((json.dumps({**fields, "probability": round(float(p), 6), "verdict": verdict.value,
                                 "uncertain": band, "truncated": bool(truncated)}), band))
     return out
