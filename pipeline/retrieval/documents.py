@@ -106,22 +106,24 @@ class StoredChunk:
 def read_document(path: str | Path) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, HTML, PDF or Word (.docx) file."""
     path = Path(path)
-    if path.suffix.lower() not in SUPPORTED:
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
-    if path.suffix.lower() == ".pdf":
-        return _read_pdf(path)
-    if path.suffix.lower() == ".docx":
+    if suffix == ".pdf":
+        title, text = _read_pdf(path)
+    elif suffix == ".docx":
         title, text = docx_to_text(path)
-        return title or path.stem, text
-    raw = _decoded(path)
-    if path.suffix.lower() in (".html", ".htm"):
-        title, text = html_to_text(raw)
-        return title or path.stem, text
-    if path.suffix.lower() in (".md", ".markdown"):
-        title, text = markdown_to_text(raw)
-        return title or path.stem, text
+    else:
+        title, text = TEXT_READERS.get(suffix, _plain_text)(_decoded(path))
+    return title or path.stem, text  # a document without a title of its own is named by its file
+
+
+def _plain_text(raw: str) -> tuple[str, str]:
     heading = re.search(r"^#\s+(.+)$", raw, flags=re.MULTILINE)
-    return (heading.group(1).strip() if heading else path.stem), raw
+    return (heading.group(1).strip() if heading else ""), raw
+
+
+TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text}
 
 
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
@@ -134,11 +136,11 @@ def _decoded(path: Path) -> str:
     try:
         return _unix_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
-        declared = DECLARED_CHARSET.search(data[:4096]) if path.suffix.lower() in (".html", ".htm") else None
+        html = TEXT_READERS.get(path.suffix.lower()) is html_to_text
+        declared = DECLARED_CHARSET.search(data[:4096]) if html else None
         if declared is None:
             raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it to UTF-8"
-                            + (" or declare its charset in a <meta> tag" if path.suffix.lower() in (".html", ".htm")
-                               else "")) from exc
+                            + (" or declare its charset in a <meta> tag" if html else "")) from exc
         charset = declared.group(1).decode("ascii")
         try:
             return _unix_lines(data.decode(charset))
@@ -173,7 +175,7 @@ def _read_pdf(path: Path) -> tuple[str, str]:
     text = pdf_paragraphs(pages)
     if not text:
         raise DataError(f"{path}: the PDF has no extractable text (scanned images need OCR first)")
-    return title or path.stem, text
+    return title, text
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
