@@ -85,7 +85,7 @@ def serve_settings(args: argparse.Namespace) -> dict[str, Any]:
     if llm is not None:
         llm_settings = {k: v for k, v in dataclasses.asdict(llm).items() if k != "api_key"}
         llm_settings["api_key_env"] = args.llm_api_key_env  # the key itself never goes into the environment dump
-    settings = {
+    return {
         "model": args.model, "threads": args.threads, "keys": str(Path(args.keys).resolve()),
         "index": str(Path(index).resolve()) if index else None, "qdrant_url": args.qdrant_url,
         "collection": args.collection, "llm": llm_settings, "web": args.web, "web_url": args.web_url,
@@ -95,7 +95,6 @@ def serve_settings(args: argparse.Namespace) -> dict[str, Any]:
                    "rate_per_minute": args.rate_per_minute, "grade_deadline_s": args.grade_deadline},
         "micro_batch_wait_ms": args.micro_batch_wait_ms,
     }
-    return settings
 
 
 def _serve(args: argparse.Namespace) -> int:

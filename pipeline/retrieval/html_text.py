@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html.parser
 import re
-from typing import Any
+from dataclasses import dataclass
 
 __all__ = ["html_to_text"]
 
@@ -35,6 +35,16 @@ VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "l
 PARAGRAPH = "\n\n"
 
 
+@dataclass
+class _LeftOut:
+    """An element being left out: its tag, how many elements of that name are open inside it (to find its
+    end), and where in the extracted parts it began (what is deleted when it closes)."""
+
+    tag: str
+    open: int
+    start: int
+
+
 class _Extractor(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -44,8 +54,7 @@ class _Extractor(html.parser.HTMLParser):
         self._in_pre = 0
         self._content_depth = 0
         self._cells_in_row = 0
-        # elements being left out, outermost first: [tag, open elements of that name, where in parts it began]
-        self._left_out_stack: list[list[Any]] = []
+        self._left_out_stack: list[_LeftOut] = []  # outermost first
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
@@ -53,11 +62,11 @@ class _Extractor(html.parser.HTMLParser):
             return
         stack = self._left_out_stack
         if tag not in VOID:
-            same = next((entry for entry in reversed(stack) if entry[0] == tag), None)
+            same = next((entry for entry in reversed(stack) if entry.tag == tag), None)
             if same is not None:  # nested in an element of its name that is left out: count it to find the end
-                same[1] += 1
+                same.open += 1
             elif self._left_out(tag, dict(attrs)):
-                stack.append([tag, 1, len(self.parts)])
+                stack.append(_LeftOut(tag, 1, len(self.parts)))
         if tag in CONTENT_CONTAINERS:
             self._content_depth += 1
         if tag == "pre":
@@ -85,11 +94,11 @@ class _Extractor(html.parser.HTMLParser):
             self.parts.append(PARAGRAPH)
         stack = self._left_out_stack
         for level in range(len(stack) - 1, -1, -1):  # an end tag also closes what was left open inside it
-            if stack[level][0] != tag:
+            if stack[level].tag != tag:
                 continue
-            stack[level][1] -= 1
-            if not stack[level][1]:
-                del self.parts[stack[level][2]:]
+            stack[level].open -= 1
+            if not stack[level].open:
+                del self.parts[stack[level].start:]
                 del stack[level:]
             break
 
