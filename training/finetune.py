@@ -49,13 +49,35 @@ SELECTION = ("pooled", "domain_mean")
 TEACHER_SCORES = ("cross_encoder", "fused")
 
 
-def _checkpoint_dir(init: str | Path) -> Path:
-    """A trained checkpoint to start from: a bundle trained by `crag train` (or its checkpoint folder)."""
-    path = Path(init).expanduser()
-    if not ((path / "head_config.json").is_file() and (path / "model.safetensors").is_file()):
-        raise ConfigError(f"init {str(init)!r} is not a trained checkpoint (it needs head_config.json and "
-                          "model.safetensors, as `crag train` writes); pass the output folder of `crag train`")
-    return path
+def _is_checkpoint(path: Path) -> bool:
+    return (path / "head_config.json").is_file() and (path / "model.safetensors").is_file()
+
+
+def _initial_model(config: TrainConfig, base_dir: Path, train: PairSet) -> tuple[Any, dict[str, Any] | None]:
+    """The model training starts from: the base model, a trained checkpoint (the folder of `crag train`), or
+    the cross-encoder of a grader bundle such as ``default``, rebuilt from its ONNX file; plus, for a bundle,
+    what to record of it."""
+    from grader.torch_model import build_cross_encoder, load_cross_encoder
+
+    if not config.init:
+        return build_cross_encoder(base_dir, layers=config.layers), None
+    path = Path(config.init).expanduser()
+    if _is_checkpoint(path):
+        return load_cross_encoder(path).train(), None
+    from models.bundle import read_bundle
+    from models.errors import BundleError
+    from models.registry import resolve_bundle
+    from training.start_weights import model_from_bundle
+
+    try:
+        read_bundle(resolve_bundle(config.init))
+    except BundleError as exc:
+        raise ConfigError(f"init {config.init!r} is neither a trained checkpoint (head_config.json and "
+                          "model.safetensors, as `crag train` writes) nor a grader bundle (a name such as "
+                          f"'default' or an exported folder): {exc}") from exc
+    check = [(p.query, p.text) for p in train.pairs[:16]]
+    model, record = model_from_bundle(config.init, base_dir, check)
+    return model.train(), record
 
 
 def domain_of(pair: LabelledPair) -> str:
@@ -96,7 +118,7 @@ class TrainConfig:
     teacher: str | None = None  # a grader bundle whose scores the student learns from, besides the labels
     distill_weight: float = 0.5
     teacher_score: str = "cross_encoder"  # or "fused": a fused teacher's full probability, cosine included
-    init: str | None = None  # a trained checkpoint (config.json, head_config.json, model.safetensors) to start from
+    init: str | None = None  # start from a trained checkpoint (the folder of `crag train`) or a bundle ('default')
     cosine_offset: bool = False  # learn on top of the frozen bi-encoder's cosine (see the module docstring)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -285,7 +307,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     tqdm = require("tqdm", "train").tqdm
-    from grader.torch_model import build_cross_encoder, load_cross_encoder, save_cross_encoder
+    from grader.torch_model import load_cross_encoder, save_cross_encoder
 
     _check_device(torch, config.device)
     soft = None if soft_targets is None else np.asarray(soft_targets, dtype=np.float32)
@@ -300,7 +322,6 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
         raise ConfigError("the validation set needs both relevant and irrelevant pairs to calibrate and stop early")
     out = Path(out)
     check_training_out(out)
-    out.mkdir(parents=True, exist_ok=True)
     base_dir = resolve_base(config.base)
     random.seed(config.seed)
     np.random.seed(config.seed)
@@ -310,8 +331,11 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     encoder = PairEncoder(base_dir / "tokenizer.json", config.max_length)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    model = (load_cross_encoder(_checkpoint_dir(config.init)).train() if config.init
-             else build_cross_encoder(base_dir, layers=config.layers)).to(config.device)
+    model, started_from = _initial_model(config, base_dir, train)
+    model = model.to(config.device)
+    out.mkdir(parents=True, exist_ok=True)  # only once the starting model is known to be usable
+    if started_from:
+        config = replace(config, extra={**config.extra, "init_bundle": started_from})  # recorded in the manifest
     rng = random.Random(config.seed)
     pairs = train.pairs
     targets = np.array([_target(p.label, config.partial_target) for p in pairs], dtype=np.float32)

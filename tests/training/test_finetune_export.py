@@ -233,16 +233,6 @@ def test_a_fused_student_starts_from_a_checkpoint_and_learns_the_fused_probabili
     assert read_bundle(out).manifest.training["config"]["init"] == str(tiny_torch_bundle)
 
 
-def test_init_that_is_not_a_checkpoint_is_refused(squad_pairs_file, tmp_path):
-    from training.data import PairSet
-    from training.finetune import train_grader
-
-    pairs = load_pairs(squad_pairs_file).pairs
-    with pytest.raises(ConfigError, match="not a trained checkpoint"):
-        train_grader(PairSet(pairs[:24]), PairSet(pairs[40:70]), tmp_path / "out",
-                     TrainConfig(max_steps=1, progress=False, init=str(tmp_path)))
-
-
 def test_training_on_top_of_the_cosine_learns_from_the_sum_and_records_the_offset(squad_pairs_file, tmp_path):
     from grader.embedder import OnnxMiniLMEmbedder
     from grader.fusion import cosines

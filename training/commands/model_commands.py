@@ -12,6 +12,9 @@ from models.registry import resolve_bundle
 from training.commands.common import add_pair_format, add_target, guarantee_delta, pairs_from_args, targets_of
 from training.data import PairSet
 
+BASE_LR = 4e-5  # from the untrained base model
+INIT_LR = 2e-5  # further training of a grader (bench/bench_train_from_default.py)
+
 __all__ = ["register_export", "register_export_embedder", "register_fuse", "register_recipe", "register_train"]
 
 
@@ -19,8 +22,9 @@ def _train(args: argparse.Namespace) -> int:
     from training.finetune import TrainConfig, train_grader
     from training.splits import group_split
 
-    if args.compare_with != "none":
-        resolve_bundle(args.compare_with)  # a misspelt name fails now, not after the training
+    for model in (args.init, None if args.compare_with == "none" else args.compare_with):
+        if model:
+            resolve_bundle(model)  # a misspelt name fails now, not after loading data or training
     data = pairs_from_args(args, args.data)
     if args.val:
         train, val = data, pairs_from_args(args, args.val)
@@ -29,8 +33,9 @@ def _train(args: argparse.Namespace) -> int:
         train, val = PairSet(tr, path=data.path), PairSet(va, path=f"{data.path} (held out by {args.group_by})")
     target_error, target_escalation = targets_of(args)
     config = TrainConfig(
-        base=args.base, max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
-        learning_rate=args.lr, seed=args.seed, patience=args.patience, eval_every=args.eval_every,
+        base=args.base, init=args.init, max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.lr or (INIT_LR if args.init else BASE_LR), seed=args.seed, max_minutes=args.max_minutes,
+        patience=args.patience, eval_every=args.eval_every,
         max_steps=args.max_steps, threads=args.threads, device=args.device, calibration=args.calibration,
         target_error=target_error, target_escalation=target_escalation, delta=args.delta,
         partial_target=args.partial_target, progress=not args.no_progress, name=Path(args.out).name,
@@ -54,17 +59,24 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--val", help="validation pairs; default: a split of --data grouped by --group-by")
     add_pair_format(p)
     p.add_argument("--base", default="default-base", help="local base model dir (default: all-MiniLM-L6-v2)")
+    p.add_argument("--init", metavar="MODEL",
+                   help="start from a trained grader instead of the untrained --base: 'default', an exported "
+                        "bundle's folder, or the folder of `crag train` (its cross-encoder; a fused cosine is "
+                        "left out)")
     p.add_argument("--out", required=True, help="output directory (a torch bundle)")
     p.add_argument("--group-by", default="query", choices=["query", "source"])
     p.add_argument("--val-share", type=float, default=0.15)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=256)
-    p.add_argument("--lr", type=float, default=4e-5)
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"learning rate (default: {BASE_LR:g} from the base model, {INIT_LR:g} with --init)")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--patience", type=int, default=2)
     p.add_argument("--eval-every", type=int, default=0, help="validation every N steps (default: each epoch)")
     p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--max-minutes", type=float, default=0.0,
+                   help="stop training after this many minutes (the best checkpoint so far is kept)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--partial-target", type=float, default=0.75)
