@@ -4,7 +4,7 @@ Splits a labelled pairs file by query (seeded): ``--train-queries`` queries to t
 to test on; runs `crag train` (from the base model, its own validation split, which also reports the default
 on that split) and `crag eval` of the new grader and of the default on the test queries. Run:
   python bench/train_vs_default.py --data ../shared/data/covidfaq/pairs.jsonl --work /tmp/tvd \\
-      --json bench/results_train_vs_default.json
+      --json bench/results_train_vs_default.json [--init default]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--train-queries", type=int, default=120)
     parser.add_argument("--test-queries", type=int, default=80)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--init", help="crag train --init MODEL (start from a grader, e.g. default)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -42,8 +43,10 @@ def main() -> None:
         files[name].write_text("".join(json.dumps({k: r[k] for k in ("query", "text", "label", "query_id")}) + "\n"
                                        for r in rows if r["query_id"] in keep), encoding="utf-8")
     out = args.work / "trained"
-    trained = crag("train", "--data", str(files["train"]), "--out", str(out), "--no-progress")
-    report = {"data": str(args.data), "seed": args.seed, "train_queries": len(train_q), "test_queries": len(test_q),
+    trained = crag("train", "--data", str(files["train"]), "--out", str(out), "--no-progress",
+                   *(["--init", args.init] if args.init else []))
+    report = {"data": str(args.data), "seed": args.seed, "init": args.init, "train_queries": len(train_q),
+              "test_queries": len(test_q),
               "train": {k: trained[k] for k in ("steps", "seconds", "best_val_auroc", "compared_with")}, "test": {}}
     for model in (str(out), "default"):
         got = crag("eval", "--model", model, "--data", str(files["test"]))

@@ -45,6 +45,8 @@ __all__ = ["TrainConfig", "TrainResult", "pair_logits", "train_grader"]
 logger = logging.getLogger(__name__)
 PROBE_FILE = "probe.jsonl"
 PROBE_SIZE = 256
+EVALS_PER_EPOCH = 4  # validations an epoch when eval_every is 0 (early stopping and the best checkpoint)
+EVAL_MIN_STEPS = 10
 SELECTION = ("pooled", "domain_mean")
 TEACHER_SCORES = ("cross_encoder", "fused")
 
@@ -91,7 +93,7 @@ class TrainConfig:
 
     base: str = "default-base"
     max_length: int = 256
-    epochs: float = 1.0
+    epochs: float = 3.0  # one epoch of a few hundred pairs is ~40 steps: far from trained (bench_train_from_default)
     batch_size: int = 16
     learning_rate: float = 4e-5
     layer_decay: float = 1.0
@@ -100,8 +102,8 @@ class TrainConfig:
     weight_decay: float = 0.01
     partial_target: float = 0.75
     seed: int = 13
-    eval_every: int = 0
-    patience: int = 2
+    eval_every: int = 0  # 0: about four times an epoch, at least 10 steps apart
+    patience: int = 3
     max_steps: int = 0
     max_minutes: float = 0.0
     threads: int = 0
@@ -358,7 +360,8 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
                     time.perf_counter() - t0)
     steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
     total_steps = config.max_steps or max(1, round(steps_per_epoch * config.epochs))
-    eval_every = config.eval_every or min(steps_per_epoch, total_steps)
+    eval_every = config.eval_every or min(max(EVAL_MIN_STEPS, math.ceil(steps_per_epoch / EVALS_PER_EPOCH)),
+                                          total_steps)
     optimizer = torch.optim.AdamW(_layer_groups(model, config), lr=config.learning_rate)
     scheduler = transformers.get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps

@@ -294,3 +294,18 @@ def test_a_device_torch_cannot_train_on_here_is_refused_before_anything_is_writt
         train_grader(PairSet(pairs[:16]), PairSet(pairs[40:70]), tmp_path / "out",
                      TrainConfig(max_steps=1, progress=False, device=device))
     assert not (tmp_path / "out").exists()
+
+
+def test_validation_runs_several_times_an_epoch_by_default(squad_pairs_file, tmp_path):
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    out = tmp_path / "cadence"
+    # 24 steps in one epoch: validated every 10 steps (a quarter epoch is 6, below the 10-step floor) and at the end
+    train_grader(PairSet(pairs[:24]), PairSet(pairs[40:70]), out,
+                 TrainConfig(max_length=32, epochs=1, batch_size=1, progress=False, target_escalation=0.5,
+                             target_error=None, patience=5))
+    history = json.loads((out / "training_history.json").read_text())
+    assert [h["step"] for h in history] == [10, 20, 24]
+    assert TrainConfig().epochs == 3.0 and TrainConfig().patience == 3

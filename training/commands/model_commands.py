@@ -66,14 +66,16 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory (a torch bundle)")
     p.add_argument("--group-by", default="query", choices=["query", "source"])
     p.add_argument("--val-share", type=float, default=0.15)
-    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--epochs", type=float, default=3.0,
+                   help="passes over the training pairs; validation picks the best step and stops early")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--lr", type=float, default=None,
                    help=f"learning rate (default: {BASE_LR:g} from the base model, {INIT_LR:g} with --init)")
     p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--patience", type=int, default=2)
-    p.add_argument("--eval-every", type=int, default=0, help="validation every N steps (default: each epoch)")
+    p.add_argument("--patience", type=int, default=3, help="validations without a better AUROC before stopping")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="validation every N steps (default: about four times an epoch, at least 10 steps apart)")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop training after this many minutes (the best checkpoint so far is kept)")
