@@ -137,6 +137,21 @@ def test_convert_and_train_via_cli(capsys, tmp_path, fixtures):
     assert "did you mean 'default'" in capsys.readouterr().err and not (tmp_path / "m3").exists()
 
 
+def test_train_can_start_from_the_default(capsys, tmp_path, fixtures):
+    pairs = tmp_path / "pairs.jsonl"
+    assert main(["convert", "squad", str(fixtures / "squad_mini.json"), "--out", str(pairs)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--data", str(pairs), "--out", str(tmp_path / "m"), "--init", "defualt"]) == 2
+    assert "did you mean 'default'" in capsys.readouterr().err and not (tmp_path / "m").exists()
+    assert main(["train", "--data", str(pairs), "--out", str(tmp_path / "m"), "--init", "default", "--max-steps", "1",
+                 "--batch-size", "8", "--no-progress", "--target-escalation", "0.5", "--compare-with", "none"]) == 0
+    result = json.loads(capsys.readouterr().out.split("\n}\n")[-2] + "\n}")
+    assert result["steps"] == 1 and result["next"].endswith("-onnx")  # fp32: such a grader does not survive int8
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["training"]["config"]["learning_rate"] == 2e-5
+    assert manifest["training"]["config"]["extra"]["init_bundle"]["name"] == "default"
+
+
 def test_an_output_is_never_written_over_the_input(tmp_path, capsys, fixtures):
     pairs = tmp_path / "pairs.jsonl"
     assert main(["convert", "squad", str(fixtures / "squad_mini.json"), "--out", str(pairs)]) == 0
