@@ -27,9 +27,10 @@ COMPARE_PAIRS = 1000
 
 
 def compare_on_validation(trained: str | Path, other: str, val: PairSet, *, limit: int = COMPARE_PAIRS,
-                          seed: int = 13) -> dict[str, Any]:
+                          seed: int = 13, started_from: str | None = None) -> dict[str, Any]:
     """AUROC of ``trained`` and ``other`` on the same validation pairs (all of them, or whole queries drawn up
-    to ``limit`` pairs), with a warning naming the alternatives when the new grader is not ahead."""
+    to ``limit`` pairs), with a warning naming the alternatives when the new grader is not ahead
+    (``started_from``: the grader training started from, if any)."""
     pairs = whole_queries(val, limit, seed)
     ours = evaluate_bundle(trained, pairs)["auroc"]
     theirs = evaluate_bundle(other, pairs)["auroc"]
@@ -37,7 +38,9 @@ def compare_on_validation(trained: str | Path, other: str, val: PairSet, *, limi
     if ours is not None and theirs is not None and ours < theirs:
         out["advice"] = (f"this grader ranks your validation pairs below {other!r} (AUROC {ours:.3f} vs {theirs:.3f}): "
                          f"keep {other!r} and fit its thresholds to your data with `crag calibrate --model {other}` or "
-                         f"`crag adapt --model {other}` (100-400 labels), or train on more labelled pairs")
+                         f"`crag adapt --model {other}` (100-400 labels), or train on more labelled pairs"
+                         + ("" if started_from == other else
+                            f" or from {other!r} itself (`crag train --init {other}`: fewer labels go further)"))
         logger.warning("%s", out["advice"])
     return out
 

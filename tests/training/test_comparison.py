@@ -14,6 +14,9 @@ def test_both_graders_score_the_same_whole_queries_and_a_worse_new_grader_is_tol
     assert out["pairs"] == len(whole_queries(val, 40, seed=1).pairs)
     assert out["model"] == "default" and out["this_grader_auroc"] < out["auroc"]  # 3 steps of training lose
     assert "crag calibrate --model default" in out["advice"] and out["advice"] in caplog.text
+    assert "crag train --init default" in out["advice"]
+    started = compare_on_validation(tiny_onnx_bundle, "default", val, limit=40, seed=1, started_from="default")
+    assert "advice" in started and "--init" not in started["advice"]  # it already started from the default
     same = compare_on_validation("default", "default", val, limit=40, seed=1)
     assert same["auroc"] == same["this_grader_auroc"] and "advice" not in same
     everything = compare_on_validation("default", "fast", val, limit=len(val.pairs))

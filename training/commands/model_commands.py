@@ -48,7 +48,8 @@ def _train(args: argparse.Namespace) -> int:
     if args.compare_with != "none":
         from training.comparison import compare_on_validation
 
-        report["compared_with"] = compare_on_validation(result.out, args.compare_with, val, seed=args.seed)
+        report["compared_with"] = compare_on_validation(result.out, args.compare_with, val, seed=args.seed,
+                                                         started_from=args.init)
     # a grader trained on from the default does not survive int8 (23% of probe verdicts flipped, README): fp32
     int8 = "" if args.init else " --int8"
     print_json({**report, "next": f"crag export --model {result.out} --out {result.out}-onnx{int8}"})
