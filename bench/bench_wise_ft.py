@@ -40,18 +40,10 @@ def dequantised_initialisers(onnx_path: Path) -> dict[str, np.ndarray]:
     import onnx
     from onnx import numpy_helper
 
+    from training.start_weights import dequantised
+
     model = onnx.load(str(onnx_path))
-    raw = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    out: dict[str, np.ndarray] = {}
-    for name, value in raw.items():
-        if name.endswith("_quantized"):
-            stem = name[: -len("_quantized")]
-            scale = raw[stem + "_scale"].astype(np.float32)
-            zero = raw[stem + "_zero_point"].astype(np.float32)
-            out[stem] = (value.astype(np.float32) - zero) * scale  # per-channel: broadcast over the last axis
-        elif not (name.endswith("_scale") or name.endswith("_zero_point")) and value.dtype == np.float32:
-            out[name] = value
-    return out
+    return dequantised({i.name: numpy_helper.to_array(i) for i in model.graph.initializer})
 
 
 def finetuned_state(base_state: dict, onnx_path: Path) -> tuple[dict, dict[str, float]]:

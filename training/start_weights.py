@@ -24,14 +24,14 @@ from models.deps import require
 from models.errors import BundleError, ConfigError
 from models.registry import resolve_bundle
 
-__all__ = ["REBUILD_MIN_CORRELATION", "model_from_bundle", "onnx_state"]
+__all__ = ["REBUILD_MIN_CORRELATION", "dequantised", "model_from_bundle", "onnx_state"]
 
 logger = logging.getLogger(__name__)
 REBUILD_MIN_CORRELATION = 0.98  # rebuilt torch logits vs the bundle's own (int8 rounding alone keeps ~0.996)
 _MATMUL_SUFFIXES = ("/MatMul_quant", "/MatMul")
 
 
-def _dequantised(raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def dequantised(raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every float initialiser as is and every quantised one as float32, under its name without ``_quantized``."""
     out: dict[str, np.ndarray] = {}
     for name, value in raw.items():
@@ -52,7 +52,7 @@ def onnx_state(onnx_path: Path) -> dict[str, np.ndarray]:
 
     graph = onnx.load(str(onnx_path)).graph
     raw = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    values = _dequantised(raw)
+    values = dequantised(raw)
     state: dict[str, np.ndarray] = {}
     for node in graph.node:
         for name in node.input:
