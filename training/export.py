@@ -102,6 +102,16 @@ def flip_p_value(report: ParityReport, max_flip_share: float) -> float:
     return float(stats.binom.sf(flips - 1, n, max_flip_share))
 
 
+def _int8_start_hint(source: Any) -> str:
+    """Why int8 fails for a grader trained on from an int8 bundle (``crag train --init default``), if it was."""
+    started = source.manifest.training.get("config", {}).get("extra", {}).get("init_bundle") or {}
+    if started.get("variant") != "int8":
+        return ""
+    return (f". This grader was trained on from the int8 weights of {started.get('name')!r}: training moved them "
+            "by less than one int8 step, so quantising rounds them back to where they started and undoes the "
+            "training; export it in fp32 (without --int8)")
+
+
 def export_bundle(
     model: str | Path,
     out: str | Path,
@@ -168,7 +178,7 @@ def export_bundle(
                         f"int8 flips {report['verdict_flip_share']:.1%} of {report['probe_pairs']} probe verdicts, "
                         f"significantly more than the allowed {max_flip_share:.1%} (p={report['flip_p_value']:.3f}); "
                         "allow more with --max-flip, check on a larger --probe pairs file, or export without "
-                        "--int8. Bundle not written")
+                        f"--int8. Bundle not written{_int8_start_hint(source)}")
         if not keep_fp32:
             fp32_path.unlink()
             model_files.pop("fp32")

@@ -150,6 +150,14 @@ def test_train_can_start_from_the_default(capsys, tmp_path, fixtures):
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["training"]["config"]["learning_rate"] == 2e-5
     assert manifest["training"]["config"]["extra"]["init_bundle"]["name"] == "default"
+    from models import read_bundle
+    from training.export import _int8_start_hint
+
+    # a failed int8 gate says why such a grader cannot be int8; one trained from the base gets no such hint
+    assert "trained on from the int8 weights of 'default'" in _int8_start_hint(read_bundle(tmp_path / "m"))
+    assert main(["train", "--data", str(pairs), "--out", str(tmp_path / "b"), "--max-steps", "1", "--batch-size", "8",
+                 "--no-progress", "--target-escalation", "0.5", "--compare-with", "none"]) == 0
+    assert _int8_start_hint(read_bundle(tmp_path / "b")) == ""
 
 
 def test_an_output_is_never_written_over_the_input(tmp_path, capsys, fixtures):
