@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.protocol import Grader
-from models.bundle import read_bundle
+from models.bundle import Bundle, read_bundle
 from models.errors import ConfigError
 from models.registry import resolve_bundle
 
@@ -32,13 +32,14 @@ def _backend_class(backend: str) -> Any:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def load_grader(model: str | Path = "default", *, backend: str = "onnx", **options: Any) -> Grader:
-    """Load a grader from a registered name (``"default"``) or a bundle path.
+def load_grader(model: str | Path | Bundle = "default", *, backend: str = "onnx", **options: Any) -> Grader:
+    """Load a grader from a registered name (``"default"``), a bundle path or a bundle already read and
+    verified (not read again).
 
     ``backend`` is ``"onnx"`` (no torch), ``"torch"`` (reference) or ``"auto"`` (whatever the bundle
     holds). ``options`` go to the backend (``threads``, ``batch_size``, ``variant``, ``policy``...).
     """
-    bundle = read_bundle(resolve_bundle(model))
+    bundle = model if isinstance(model, Bundle) else read_bundle(resolve_bundle(model))
     chosen = bundle.manifest.backend if backend == "auto" else backend
     cls = _backend_class(chosen)
     grader: Grader = cls(bundle, **options)

@@ -72,13 +72,13 @@ def _initial_model(config: TrainConfig, base_dir: Path, train: PairSet) -> tuple
     from training.start_weights import model_from_bundle
 
     try:
-        read_bundle(resolve_bundle(config.init))
+        bundle = read_bundle(resolve_bundle(config.init))
     except BundleError as exc:
         raise ConfigError(f"init {config.init!r} is neither a trained checkpoint (head_config.json and "
                           "model.safetensors, as `crag train` writes) nor a grader bundle (a name such as "
                           f"'default' or an exported folder): {exc}") from exc
     check = [(p.query, p.text) for p in train.pairs[:16]]
-    model, record = model_from_bundle(config.init, base_dir, check)
+    model, record = model_from_bundle(config.init, base_dir, check, bundle=bundle)
     return model.train(), record
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from models.bundle import Bundle, read_bundle, sha256_file
+from models.bundle import Bundle, read_bundle
 from models.deps import require
 from models.errors import BundleError, ConfigError
 from models.registry import resolve_bundle
@@ -82,15 +82,18 @@ def _layer_count(state: dict[str, np.ndarray]) -> int:
     return max(layers) + 1 if layers else 0
 
 
-def model_from_bundle(init: str | Path, base_dir: Path, check_pairs: list[tuple[str, str]]) -> tuple[Any, dict]:
+def model_from_bundle(init: str | Path, base_dir: Path, check_pairs: list[tuple[str, str]], *,
+                      bundle: Bundle | None = None) -> tuple[Any, dict]:
     """The cross-encoder of a grader bundle (a name such as ``default`` or a path) as a torch model on the
     architecture of ``base_dir``, and what to record about where it came from. ``check_pairs`` (a few
-    training pairs) are scored by the bundle and the rebuilt model, which must agree."""
+    training pairs) are scored by the bundle and the rebuilt model, which must agree. ``bundle``: ``init``
+    already read and verified, so that its files are not hashed again."""
     torch = require("torch", "train")
     from grader.factory import load_grader
     from grader.torch_model import build_cross_encoder
 
-    bundle = read_bundle(resolve_bundle(init))
+    if bundle is None:
+        bundle = read_bundle(resolve_bundle(init))
     variant, onnx_path = _source_file(bundle)
     weights = onnx_state(onnx_path)
     layers = _layer_count(weights)
@@ -112,7 +115,7 @@ def model_from_bundle(init: str | Path, base_dir: Path, check_pairs: list[tuple[
     model.load_state_dict(state)
     # the bundle's own cross-encoder logits, one window (as the torch model reads them), run even where a fused
     # head gives it no weight
-    own = load_grader(bundle.path, cache_pairs=0, threads=1, max_windows=1, cross_encoder=True)
+    own = load_grader(bundle, cache_pairs=0, threads=1, max_windows=1, cross_encoder=True)
     correlation = _check_rebuild(model, base_dir, own, check_pairs)
     if correlation < REBUILD_MIN_CORRELATION:
         raise BundleError(f"--init {init}: the cross-encoder rebuilt from {onnx_path.name} scores {len(check_pairs)} "
@@ -121,8 +124,9 @@ def model_from_bundle(init: str | Path, base_dir: Path, check_pairs: list[tuple[
     if bundle.manifest.fusion:
         logger.info("--init %s: training its cross-encoder; the fused cosine is not part of the new model "
                     "(`crag fuse` adds one to an exported grader)", init)
+    digest = bundle.manifest.files[bundle.manifest.model_files[variant]].sha256  # verified when it was read
     record = {"bundle": str(init), "name": bundle.manifest.name, "file": onnx_path.name, "variant": variant,
-              "sha256": sha256_file(onnx_path), "layers": layers, "fused": bool(bundle.manifest.fusion),
+              "sha256": digest, "layers": layers, "fused": bool(bundle.manifest.fusion),
               "rebuild_correlation": round(correlation, 4)}
     return model, record
 

@@ -45,6 +45,17 @@ def test_a_grade_does_not_depend_on_the_other_chunks_nor_on_the_cores_used():
     assert two_cores.pairs_scored == 1 + len(set(others))  # a pair asked twice in one call is scored once
 
 
+def test_a_bundle_already_read_loads_without_reading_it_again(grader):
+    from models.bundle import read_bundle
+    from models.registry import resolve_bundle
+
+    bundle = read_bundle(resolve_bundle("default"))
+    loaded = load_grader(bundle, threads=1)
+    assert loaded.bundle is bundle
+    assert loaded.grade(QUERY, [RELEVANT])[0].probability == pytest.approx(
+        grader.grade(QUERY, [RELEVANT])[0].probability, abs=1e-6)
+
+
 def test_repeated_pairs_come_from_the_cache_with_the_same_grade():
     grader = load_grader("default", threads=2, cache_pairs=2)
     first = grader.grade(QUERY, [RELEVANT, IRRELEVANT])
