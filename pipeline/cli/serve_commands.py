@@ -24,6 +24,7 @@ from models.deps import require
 from models.errors import ConfigError
 from models.output import print_json
 from models.registry import MODEL_OPTION_HELP
+from pipeline.cli.ask_commands import DEMO_TENANT
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings
 from pipeline.corrective.loop import RAGConfig
@@ -97,10 +98,29 @@ def serve_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _warn_tenants_without_documents(store: KeyStore, index: str | None, demo: bool) -> None:
+    """A key sees only its tenant's chunks: say at start-up which keys would find nothing in the local index
+    (every answer an abstention), rather than leave a user to find it out from empty traces."""
+    if not index:
+        return
+    stats = LocalHybridIndex.open_existing(index).stats()
+    indexed = stats.get("tenants") or {}
+    blind = sorted({k.tenant for k in store.keys.values() if not k.revoked and k.tenant not in indexed})
+    if not blind:
+        return
+    hint = (f"the demo corpus belongs to tenant {DEMO_TENANT!r}: `crag keys create --store {store.path} --tenant "
+            f"{DEMO_TENANT}`" if demo else f"index their documents with `crag index add --index {index} --tenant "
+            "NAME FILES`")
+    logger.warning("keys of tenant(s) %s will find no documents in %s (it holds tenant(s) %s); %s", blind, index,
+                   sorted(indexed), hint)
+
+
 def _serve(args: argparse.Namespace) -> int:
     uvicorn = require("uvicorn", "serve")
-    KeyStore.open(args.keys)  # fail here, not in every worker
-    os.environ[SETTINGS_ENV] = json.dumps(serve_settings(args))
+    store = KeyStore.open(args.keys)  # fail here, not in every worker
+    settings = serve_settings(args)
+    _warn_tenants_without_documents(store, settings["index"], bool(args.demo))
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
     if args.workers == 1:
         app_from_env()  # surface configuration errors before uvicorn swallows them
     uvicorn.run("pipeline.cli.serve_commands:app_from_env", factory=True, host=args.host, port=args.port,
@@ -164,14 +184,15 @@ def register_keys(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("keys", help="create, list and revoke API keys of the service")
     ksub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = ksub.add_parser("create", help="create a key for a tenant (printed once)")
-    create.add_argument("--store", required=True)
+    store_help = "the API key store file (the one `crag serve --keys` reads; created by the first key)"
+    create.add_argument("--store", "--keys", dest="store", required=True, help=store_help)
     create.add_argument("--tenant", required=True)
     create.add_argument("--roles", default="")
     create.add_argument("--rate-per-minute", type=int, default=None)
     create.add_argument("--label", default="")
     listing = ksub.add_parser("list", help="list keys (ids, tenants, roles; never secrets or hashes)")
-    listing.add_argument("--store", required=True)
+    listing.add_argument("--store", "--keys", dest="store", required=True, help=store_help)
     revoke = ksub.add_parser("revoke", help="revoke a key by id")
-    revoke.add_argument("--store", required=True)
+    revoke.add_argument("--store", "--keys", dest="store", required=True, help=store_help)
     revoke.add_argument("key_id")
     p.set_defaults(handler=_keys)

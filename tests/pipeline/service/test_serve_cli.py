@@ -290,3 +290,28 @@ def test_serve_takes_the_corrective_loop_options_that_ask_takes(tmp_path, monkey
         {"max_llm_calls": ask.max_llm_calls, "deadline_s": ask.deadline, "max_rounds": ask.max_rounds,
          "min_answer_probability": ask.min_answer_p, "answer_floor": ask.answer_floor,
          "strip_relative_floor": ask.strip_relative_floor}
+
+
+def test_keys_take_the_store_under_the_name_serve_gives_it(capsys, tmp_path):
+    store = tmp_path / "keys.json"
+    assert main(["keys", "create", "--keys", str(store), "--tenant", "acme"]) == 0
+    capsys.readouterr()
+    assert main(["keys", "list", "--keys", str(store)]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["tenant"] == "acme"
+
+
+def test_serve_warns_at_start_of_keys_whose_tenant_has_no_documents(tmp_path, caplog):
+    from pipeline.cli.ask_commands import DEMO_TENANT, demo_index
+    from pipeline.cli.serve_commands import _warn_tenants_without_documents
+
+    store = KeyStore.open(tmp_path / "keys.json", create=True)
+    store.create(DEMO_TENANT)
+    index = str(demo_index())
+    with caplog.at_level("WARNING", logger="pipeline.cli.serve_commands"):
+        _warn_tenants_without_documents(store, index, demo=True)
+    assert not caplog.records  # every key can read the demo corpus
+    store.create("acme")
+    with caplog.at_level("WARNING", logger="pipeline.cli.serve_commands"):
+        _warn_tenants_without_documents(store, index, demo=True)
+    warning = caplog.records[-1].getMessage()
+    assert "['acme']" in warning and f"--tenant {DEMO_TENANT}" in warning
