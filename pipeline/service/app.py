@@ -202,7 +202,7 @@ def create_app(config: ServiceConfig) -> Any:
             grades=[GradeOut.model_validate({
                 "chunk_id": g.chunk_id, "verdict": g.verdict.value, "probability": g.probability,
                 "uncertain": g.uncertain, "decided_by": g.decided_by, "escalation_failed": g.escalation_failed,
-                "truncated": g.truncated, "withheld": g.withheld, "reason": g.reason,
+                "truncated": g.truncated, "windows": g.windows, "withheld": g.withheld, "reason": g.reason,
                 "llm_verdict": g.llm_verdict.value if g.llm_verdict else None}) for g in grades])
 
     @app.post("/v1/query", response_model=QueryResponse, responses=errors)

@@ -66,6 +66,7 @@ class GradeOut(BaseModel):
     decided_by: Literal["model", "llm", "heuristic"]
     escalation_failed: bool
     truncated: bool
+    windows: int = 1  # how many windows of max_length tokens were read (a long chunk is graded by its best)
     withheld: bool = False  # above the upper threshold but not accepted on it: a swapped opposite (see reason)
     reason: str | None = None
     llm_verdict: Literal["relevant", "partial", "irrelevant"] | None = None

@@ -84,6 +84,12 @@ def test_grade_matches_the_grader_and_keeps_order(tmp_path, keys, grader):
     (direct_swap,) = grader.grade(swapped["query"], [swapped["chunks"][0]["text"]])
     assert got["withheld"] is direct_swap.withheld is True and got["uncertain"] is True
     assert got["reason"] == direct_swap.reason
+    page = " ".join(f"Sentence {i} of a long page about the history of Normandy and its dukes." for i in range(40))
+    with _client(tmp_path, keys, grader) as client:
+        (long_grade,) = client.post("/v1/grade", json={"query": "Who ruled Normandy?", "chunks": [page]},
+                                    headers=_auth(keys[1]["a"])).json()["grades"]
+    (direct_long,) = grader.grade("Who ruled Normandy?", [page])
+    assert long_grade["windows"] == direct_long.windows > 1  # a long chunk says how much of it was read
 
 
 def test_concurrent_callers_are_batched_but_never_influence_each_other(tmp_path, keys, grader):
