@@ -87,9 +87,12 @@ class Answerer:
         return None if best is None else self._below_floor(best)
 
     def _below_floor(self, best: float, quality: ContextQuality | None = None) -> Draft:
+        digits = 2  # as many as it takes for "below" to be visible (0.247 and 0.250, not 0.25 and 0.25)
+        while digits < 6 and f"{best:.{digits}f}" == f"{self.answer_floor:.{digits}f}":
+            digits += 1
         return Draft(Outcome.ABSTENTION, f"No passage found is likely enough to answer this (best relevance "
-                     f"{best:.2f}, below the answerability floor {self.answer_floor:.2f}), so I am not answering "
-                     "rather than guessing.", quality=quality.to_dict() if quality else None)
+                     f"{best:.{digits}f}, below the answerability floor {self.answer_floor:.{digits}f}), so I am "
+                     "not answering rather than guessing.", quality=quality.to_dict() if quality else None)
 
     def _best_below_floor(self) -> float | None:
         """The best chunk probability when no chunk reaches the answerability floor and the LLM grader found

@@ -1,5 +1,7 @@
 """The corrective pipeline over a real local index: permissions, outcomes, correction helpers, ingestion."""
 
+import re
+
 import pytest
 
 from models import ConfigError
@@ -124,6 +126,9 @@ def test_answer_floor_turns_related_text_into_abstention_without_an_llm(index, g
     assert floored.outcome is Outcome.ABSTENTION and floored.answer is None and not floored.sources
     assert f"best relevance {best:.2f}, below the answerability floor" in floored.message
     assert "refine" not in [t.action for t in floored.trace]  # known before refinement: no strip is graded
+    close = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=best + 0.0004)).run(query, TENANT_A)
+    shown = re.search(r"best relevance ([0-9.]+), below the answerability floor ([0-9.]+)", close.message)
+    assert shown and float(shown.group(1)) < float(shown.group(2))  # never "0.25, below ... 0.25"
     assert "refine" in [t.action for t in off.trace]
     at_floor = CorrectiveRAG(index, grader, config=RAGConfig(answer_floor=best - 0.005)).run(query, TENANT_A)
     assert at_floor.outcome is Outcome.PARTIAL_ANSWER
