@@ -27,10 +27,13 @@ def add_rag_arguments(p: argparse.ArgumentParser, *, per: str = "question") -> N
     p.add_argument("--strip-relative-floor", type=float, default=defaults.strip_relative_floor,
                    help="quote only sentences graded at least this share of the best one's probability (0-1; "
                         "0.3-0.5 gives shorter answers, see the README)")
+    p.add_argument("--min-query-words", type=int, default=defaults.min_query_words,
+                   help="ask to clarify a query with fewer words of 3+ letters (1: search single keywords "
+                        "such as 'Normans'; 0: search anything)")
 
 
 def rag_settings(args: argparse.Namespace) -> dict[str, Any]:
     """RAGConfig keyword arguments from the options above (JSON-serialisable, for `crag serve`'s workers)."""
     return {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline, "max_rounds": args.max_rounds,
             "min_answer_probability": args.min_answer_p, "answer_floor": args.answer_floor,
-            "strip_relative_floor": args.strip_relative_floor}
+            "strip_relative_floor": args.strip_relative_floor, "min_query_words": args.min_query_words}

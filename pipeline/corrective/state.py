@@ -28,7 +28,7 @@ class RAGConfig:
     # refinement keeps only strips graded at least this share of the best strip's probability (0: every strip
     # above 0.1 within the token budget): shorter answers at some risk of leaving a needed sentence out
     strip_relative_floor: float = 0.0
-    min_query_words: int = 2
+    min_query_words: int = 2  # fewer words of 3+ letters: ask to clarify rather than search (0: search anything)
     max_query_chars: int = 2000
     min_answer_probability: float | None = None  # weak strips below this are not used (default: policy.lower)
     # grader-only answers need a chunk at or above this probability, else abstain (None: the grader bundle's
@@ -43,10 +43,10 @@ class RAGConfig:
                 or self.max_llm_calls < 0 or self.strip_token_budget < 10
                 or not (self.min_answer_probability is None or 0 <= self.min_answer_probability <= 1)
                 or not (self.answer_floor is None or 0 <= self.answer_floor <= 1)
-                or not 0 <= self.strip_relative_floor <= 1
+                or not 0 <= self.strip_relative_floor <= 1 or self.min_query_words < 0
                 or not (self.access_denied_min_coverage is None or 0 < self.access_denied_min_coverage <= 1)):
             raise ConfigError(f"invalid RAGConfig {self}: need k >= 1, broader_k >= k, web_k >= 1, max_rounds >= 1, "
-                              "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10, "
+                              "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10, min_query_words >= 0, "
                               "min_answer_probability, answer_floor and strip_relative_floor in [0, 1], "
                               "access_denied_min_coverage in (0, 1] or None")
 

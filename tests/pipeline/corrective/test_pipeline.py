@@ -63,6 +63,17 @@ def test_outcomes(index, grader):
         rag.run("  ", TENANT_A)
 
 
+def test_single_keywords_are_searched_when_the_deployment_allows_them(index, grader):
+    from pipeline.corrective.loop import RAGConfig
+
+    keyword = CorrectiveRAG(index, grader, config=RAGConfig(min_query_words=1)).run("Paris", TENANT_A)
+    assert keyword.outcome is not Outcome.CLARIFICATION and keyword.trace[0].action == "retrieve"
+    assert CorrectiveRAG(index, grader, config=RAGConfig(min_query_words=1)).run("it", TENANT_A).outcome \
+        is Outcome.CLARIFICATION  # no word of 3+ letters
+    with pytest.raises(ConfigError, match="min_query_words"):
+        RAGConfig(min_query_words=-1)
+
+
 def test_rewrite_keeps_identifiers():
     rewritten = rewrite_query("What is the status of invoice INV-2044 for AcmeWidget?")
     assert rewritten == "status invoice INV-2044 AcmeWidget"

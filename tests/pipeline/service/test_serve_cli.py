@@ -278,18 +278,18 @@ def test_serve_takes_the_corrective_loop_options_that_ask_takes(tmp_path, monkey
     store = tmp_path / "keys.json"
     assert main(["keys", "create", "--store", str(store), "--tenant", "acme"]) == 0
     options = ["--answer-floor", "0.3", "--strip-relative-floor", "0.5", "--max-rounds", "1", "--min-answer-p",
-               "0.2", "--max-llm-calls", "3", "--deadline", "7"]
+               "0.2", "--max-llm-calls", "3", "--deadline", "7", "--min-query-words", "1"]
     ask = build_parser().parse_args(["ask", "--demo", "question", *options])
     serve = build_parser().parse_args(["serve", "--keys", str(store), "--demo", *options])
     settings = serve_settings(serve)
     monkeypatch.setenv(SETTINGS_ENV, json.dumps(settings))
     config = app_from_env().state.crag.rag.config
     assert (config.answer_floor, config.strip_relative_floor, config.max_rounds, config.min_answer_probability,
-            config.max_llm_calls, config.deadline_s) == (0.3, 0.5, 1, 0.2, 3, 7.0)
+            config.max_llm_calls, config.deadline_s, config.min_query_words) == (0.3, 0.5, 1, 0.2, 3, 7.0, 1)
     assert {k: v for k, v in settings["rag"].items() if k != "access_denied_min_coverage"} == \
         {"max_llm_calls": ask.max_llm_calls, "deadline_s": ask.deadline, "max_rounds": ask.max_rounds,
          "min_answer_probability": ask.min_answer_p, "answer_floor": ask.answer_floor,
-         "strip_relative_floor": ask.strip_relative_floor}
+         "strip_relative_floor": ask.strip_relative_floor, "min_query_words": ask.min_query_words}
 
 
 def test_keys_take_the_store_under_the_name_serve_gives_it(capsys, tmp_path):
