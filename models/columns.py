@@ -8,9 +8,39 @@ from typing import Any
 
 from models.errors import ConfigError
 
-__all__ = ["COLUMNS_HINT", "missing_fields_hint", "parse_columns", "renamed"]
+__all__ = ["COLUMNS_HINT", "columns_hint", "missing_fields_hint", "parse_columns", "renamed"]
 
 COLUMNS_HINT = "--columns 'query=question,text=passage,label=relevance'"
+
+# names datasets commonly give our fields, most likely first (matched ignoring case, spaces and punctuation)
+_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "query": ("question", "query_text", "question_text", "q", "prompt", "search_query", "user_query", "queries"),
+    "text": ("passage", "chunk", "document", "doc", "context", "content", "paragraph", "sentence", "answer",
+             "body", "snippet", "passage_text", "chunk_text", "doc_text"),
+    "label": ("relevance", "rel", "relevant", "is_relevant", "judgement", "judgment", "grade", "score", "qrel",
+              "gold", "target", "class", "y"),
+}
+
+
+def _folded(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def columns_hint(present: Iterable[str], needed: Sequence[str]) -> str:
+    """A ``--columns`` option for a file whose fields are ``present`` and lack some of ``needed``: the file's
+    own names when each missing field has exactly one plausible column (``question`` for query, ``passage``
+    for text, ``rel`` for label...), else the generic example."""
+    names = [str(n) for n in present]
+    by_fold = {_folded(n): n for n in names}
+    mapping: list[str] = []
+    for field in needed:
+        if field in names:
+            continue
+        found = [by_fold[_folded(s)] for s in (field, *_SYNONYMS.get(field, ())) if _folded(s) in by_fold]
+        if not found or found[0] in (m.split("=", 1)[1] for m in mapping):
+            return COLUMNS_HINT
+        mapping.append(f"{field}={found[0]}")
+    return f"--columns '{','.join(mapping)}'" if mapping else COLUMNS_HINT
 
 
 def parse_columns(spec: str | None, fields: Sequence[str]) -> dict[str, str] | None:
@@ -39,8 +69,10 @@ def renamed(record: Any, columns: dict[str, str] | None) -> Any:
     return out
 
 
-def missing_fields_hint(fields: Iterable[str], columns: dict[str, str] | None) -> str:
+def missing_fields_hint(fields: Iterable[str], columns: dict[str, str] | None,
+                        needed: Sequence[str] = ("query", "text")) -> str:
     """What to add to a "missing field" error: the fields the record has and how to map them."""
+    fields = sorted(str(f) for f in fields)
     if columns:
-        return f"; --columns maps {columns} and the record has {sorted(fields)}"
-    return f"; the record has {sorted(fields)}: map yours with {COLUMNS_HINT}"
+        return f"; --columns maps {columns} and the record has {fields}"
+    return f"; the record has {fields}: map yours with {columns_hint(fields, needed)}"

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from grader.echo import rule_decided
-from models.columns import COLUMNS_HINT, missing_fields_hint, renamed
+from models.columns import columns_hint, missing_fields_hint, renamed
 from models.columns import parse_columns as columns_of
 from models.errors import ConfigError, DataError
 from models.types import Verdict
@@ -132,7 +132,8 @@ def _records(path: Path, fmt: str, text: str, labelled: bool = True,
     names = columns or {}
     missing = [names.get(c, c) for c in REQUIRED if names.get(c, c) not in header and (labelled or c != "label")]
     if missing:
-        how = f"--columns maps {names}" if names else f"map yours with {COLUMNS_HINT}"
+        needed = [c for c in REQUIRED if labelled or c != "label"]
+        how = f"--columns maps {names}" if names else f"map yours with {columns_hint(header, needed)}"
         raise DataError(
             f"{path}:1: header {header} lacks column(s) {missing}; the columns are "
             f"{list(REQUIRED)} plus optional {list(OPTIONAL)} ({how})"
@@ -150,7 +151,7 @@ def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True
         record = {**record, "label": Verdict.IRRELEVANT.value}  # placeholder, replaced by the labeller
     missing = [k for k in REQUIRED if record.get(k) is None]
     if missing:
-        raise ConfigError(f"missing field(s) {missing}{missing_fields_hint(fields, columns)}")
+        raise ConfigError(f"missing field(s) {missing}{missing_fields_hint(fields, columns, REQUIRED)}")
     if record["label"] == "":
         raise ConfigError("label is empty")
     query, text = record["query"], record["text"]

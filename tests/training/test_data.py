@@ -80,6 +80,10 @@ def test_file_level_errors(tmp_path):
     (tmp_path / "h.csv").write_text("question,passage,label\nq,t,1\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"lacks column\(s\) \['query', 'text'\]"):
         load_pairs(tmp_path / "h.csv")
+    (tmp_path / "own.csv").write_text("Question,Passage Text,rel\nq,t,1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"--columns 'query=Question,text=Passage Text,label=rel'"):
+        load_pairs(tmp_path / "own.csv")  # the hint names the file's own columns when they are plain
+    load_pairs(tmp_path / "own.csv", columns={"query": "Question", "text": "Passage Text", "label": "rel"})
     _jsonl(tmp_path / "list.jsonl", [[1, 2]])
     with pytest.raises(DataError, match="must be a JSON object"):
         load_pairs(tmp_path / "list.jsonl")
