@@ -56,7 +56,7 @@ def _joined_fusion_inputs(parts: Sequence[ScoredPairs]) -> tuple[np.ndarray, np.
 def _rule_grade(chunk: Chunk, reason: str) -> Grade:
     """An irrelevant verdict decided by a rule before the model (empty text, echoes of the query)."""
     return Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic", chunk_id=chunk.chunk_id,
-                 reason=reason)
+                 reason=reason, windows=0)  # the model read none of it
 
 
 class DataShiftWarning(UserWarning):
@@ -97,6 +97,13 @@ class GradedScores:
         flags = np.zeros(len(self.ruled), dtype=bool)
         flags[~self.ruled] = self.scored.truncated
         return flags
+
+    @property
+    def windows(self) -> np.ndarray:
+        """Windows the model read per input pair (0 for a rule-decided pair, as ``grade`` reports it)."""
+        read = np.zeros(len(self.ruled), dtype=np.int64)
+        read[~self.ruled] = self.scored.windows
+        return read
 
 
 class CrossEncoderGrader:

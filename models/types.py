@@ -85,7 +85,7 @@ class Grade:
     uncertain: bool = False
     logit: float | None = None
     truncated: bool = False
-    windows: int = 1
+    windows: int = 1  # windows of max_length tokens the model read (0: decided by a rule, not read)
     chunk_id: str | None = None
     llm_verdict: Verdict | None = None
     llm_probability: float | None = None

@@ -56,10 +56,11 @@ def graded_lines(grader: CrossEncoderGrader, pairs: list[tuple[str, str]],
     graded = grader.scores_as_graded(pairs)
     probs, truncated_flags = graded.probabilities, graded.truncated
     out = []
-    for fields, p, truncated, withheld in zip(kept, probs, truncated_flags, graded.withheld, strict=True):
+    for fields, p, truncated, windows, withheld in zip(kept, probs, truncated_flags, graded.windows, graded.withheld,
+                                                      strict=True):
         verdict, band = grader.policy.verdict(float(p), withheld=bool(withheld))
         out.append((json.dumps({**fields, "probability": round(float(p), 6), "verdict": verdict.value,
-                                "uncertain": band, "truncated": bool(truncated)}), band))
+                                "uncertain": band, "truncated": bool(truncated), "windows": int(windows)}), band))
     return out
 
 

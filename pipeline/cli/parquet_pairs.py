@@ -175,7 +175,7 @@ class ParquetSink:
             whole = bool(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
             kept.append((name, pa.int64() if whole else pa.string()))
         return pa.schema([*kept, ("probability", pa.float64()), ("verdict", pa.string()),
-                          ("uncertain", pa.bool_()), ("truncated", pa.bool_())])
+                          ("uncertain", pa.bool_()), ("truncated", pa.bool_()), ("windows", pa.int64())])
 
     def flush(self) -> None:
         if not self._rows:

@@ -94,7 +94,7 @@ def test_commands_read_a_files_own_field_and_label_names(capsys, tmp_path, squad
                                           "grade": "Good" if r["label"] == "relevant" else "Bad"}) + "\n"
                               for r in rows if r["label"] != "partial"), encoding="utf-8")
     assert main(["eval", "--data", str(theirs)]) == 2
-    assert "map yours with --columns 'query=question,text=passage,label=relevance'" in capsys.readouterr().err
+    assert "map yours with --columns 'query=question,text=passage,label=grade'" in capsys.readouterr().err  # its names
     assert main(["eval", "--data", str(theirs), "--columns", "query=question,text=passage,label=grade",
                  "--label-map", "good=relevant,bad=irrelevant"]) == 0
     summary = json.loads(capsys.readouterr().out)

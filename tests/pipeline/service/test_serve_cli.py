@@ -102,8 +102,9 @@ def test_grade_file_gives_echoes_the_verdict_grade_gives(capsys, tmp_path):
     capsys.readouterr()
     rows = [json.loads(line) for line in (tmp_path / "graded.jsonl").read_text().splitlines()]
     library = load_grader("default").grade(query, [echo, answer, "- -"])
-    assert [(r["verdict"], r["probability"], r["uncertain"]) for r in rows] == \
-        [(g.verdict.value, round(g.probability, 6), g.uncertain) for g in library]
+    assert [(r["verdict"], r["probability"], r["uncertain"], r["windows"]) for r in rows] == \
+        [(g.verdict.value, round(g.probability, 6), g.uncertain, g.windows) for g in library]
+    assert [r["windows"] for r in rows] == [0, 1, 0]  # a rule-decided pair is not read by the model
     assert rows[0]["probability"] == rows[2]["probability"] == 0.0 and rows[1]["probability"] > 0.0
 
 
