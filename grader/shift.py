@@ -226,6 +226,7 @@ class ShiftMonitor:
 
 
 _Part = tuple[str, np.ndarray, np.ndarray, int, tuple[float, float]]
+POOLED = "all of them pooled"  # the name of the reference's part that is the whole calibration data
 
 
 def _reference_parts(reference: dict[str, Any]) -> list[_Part]:
@@ -237,7 +238,7 @@ def _reference_parts(reference: dict[str, Any]) -> list[_Part]:
         design = (float(effects.get("logit", 1.0)), float(effects.get("length", 1.0)))
         if min(design) < 1.0:
             raise ValueError(f"design effects must be >= 1, got {design}")
-        parts: list[_Part] = [("all", np.asarray(reference["logit_quantiles"], dtype=np.float64),
+        parts: list[_Part] = [(POOLED, np.asarray(reference["logit_quantiles"], dtype=np.float64),
                                np.asarray(reference["length_quantiles"], dtype=np.float64), int(reference["n"]),
                                design)]
         for name, sub in (reference.get("groups") or {}).items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,16 +42,18 @@ def _walked(path: Path, folder: Path) -> bool:
     return not any(part.startswith(".") or part in NOT_DOCUMENTS for part in path.relative_to(folder).parts)
 
 
-def collect_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Supported files under the given files and folders, sorted; an unsupported named file is an error."""
+def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None = None) -> list[Path]:
+    """Supported files under the given files and folders, sorted; an unsupported named file is an error. Files
+    of other types that a folder walk passes over are counted by extension in ``unsupported``."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = [p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED and p.is_file()]
-            kept = sorted(p for p in files if _walked(p, path))
-            if len(kept) < len(files):
-                logger.info("%s: left out %d files in hidden or tool folders", path, len(files) - len(kept))
+            walked = [p for p in path.rglob("*") if _walked(p, path) and p.is_file()]
+            kept = sorted(p for p in walked if p.suffix.lower() in SUPPORTED)
+            if unsupported is not None:
+                unsupported.update(p.suffix.lower() or "(no extension)" for p in walked
+                                   if p.suffix.lower() not in SUPPORTED)
             found += kept
         elif path.is_file():
             if path.suffix.lower() not in SUPPORTED:
@@ -79,6 +82,8 @@ class IngestReport:
     chunks_unchanged: int = 0
     chunks_removed: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # files of types that cannot be read, passed over in folders, by extension: {".csv": 3}
+    unsupported_files: dict[str, int] = field(default_factory=dict)
 
     @property
     def chunks_written(self) -> int:
@@ -87,7 +92,7 @@ class IngestReport:
     def to_dict(self) -> dict[str, Any]:
         return {"files": self.files, "chunks_added": self.chunks_added, "chunks_updated": self.chunks_updated,
                 "chunks_unchanged": self.chunks_unchanged, "chunks_removed": self.chunks_removed,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "unsupported_files": self.unsupported_files}
 
 
 def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
@@ -98,7 +103,12 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     chunks: list[StoredChunk] = []
     check_name("tenant", tenant)
     roles = frozenset(check_name("role", r) for r in roles)
-    files = collect_files(paths)
+    unsupported: Counter[str] = Counter()
+    files = collect_files(paths, unsupported)
+    report.unsupported_files = dict(sorted(unsupported.items()))
+    if unsupported:
+        logger.info("passed over %d files of types that cannot be indexed (%s); supported: %s",
+                    sum(unsupported.values()), ", ".join(sorted(unsupported)), ", ".join(SUPPORTED))
     for path in progress((p.resolve() for p in files), desc="reading documents", total=len(files), unit="file"):
         try:
             title, text = read_document(path)

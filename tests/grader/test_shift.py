@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,7 @@ def test_data_like_one_calibration_domain_is_not_a_shift():
     for _ in range(4):  # then a third kind of data
         mine = by_domain.observe(rng.normal(0.0, 0.5, 50), rng.integers(300, 500, 50))
     assert mine.shifted and "each of its 2 calibration domains" in mine.message
+    assert re.search(r"\(closest: (short|long|all of them pooled)\)", mine.message)  # a domain, or all of them
 
 
 def test_bad_reference_is_a_config_error():
