@@ -30,7 +30,9 @@ from pipeline.corrective.outcomes import Outcome
 from pipeline.corrective.state import RunState
 from pipeline.retrieval.documents import StoredChunk
 
-__all__ = ["Answerer", "Draft"]
+__all__ = ["ANSWER_LLM_CALLS", "Answerer", "Draft"]
+
+ANSWER_LLM_CALLS = 2  # an LLM-written answer: one call to write it, one to verify its claims
 
 NO_ANSWER = "The retrieved passages do not contain an answer, so I am not answering rather than guessing."
 
@@ -75,7 +77,7 @@ class Answerer:
 
     def _llm_writes(self) -> bool:
         """An LLM is set and has the budget (one call to write, one to verify) and the time to answer."""
-        return self.llm is not None and self.state.llm_left() >= 2 and not self.state.expired()
+        return self.llm is not None and self.state.llm_left() >= ANSWER_LLM_CALLS and not self.state.expired()
 
     # ----- grader-only --------------------------------------------------------------------------
     def floor_abstention(self) -> Draft | None:
@@ -143,7 +145,7 @@ class Answerer:
                              "writer found nothing in them to state), so I am not answering.", None, [],
                              quality.to_dict())
             checked = self._verify(llm, draft, evidence)
-            if not checked.grounded and self.state.llm_left() >= 2:
+            if not checked.grounded and self.state.llm_left() >= ANSWER_LLM_CALLS:
                 draft = self._generate(llm, query, evidence, [f"{c.text} ({why})" for c, why in checked.unsupported])
                 checked = self._verify(llm, draft, evidence) if draft.claims else GroundingResult([], [])
         except LLMError as exc:

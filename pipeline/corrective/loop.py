@@ -20,7 +20,7 @@ from grader.protocol import Grader
 from models.errors import ConfigError, LLMError
 from models.tracing import span
 from models.types import Chunk, Decision, Grade, Verdict, is_blank
-from pipeline.corrective.answering import Answerer, Draft
+from pipeline.corrective.answering import ANSWER_LLM_CALLS, Answerer, Draft
 from pipeline.corrective.context_quality import ContextQuality, heuristic_quality
 from pipeline.corrective.correction import drop_bad_chunks, order_by_authority, refine, rewrite_query
 from pipeline.corrective.generation import Evidence, LLMAnswerer
@@ -155,11 +155,18 @@ class CorrectiveRAG:
                          hits=[{"id": c.chunk_id, "url": c.metadata.get("url")} for c in hits])
         return hits
 
+    def _escalation_budget(self, state: RunState) -> int:
+        """LLM calls that escalations and context checks may spend: what is left of the run's budget, less the
+        calls an LLM-written answer needs (write and verify), so grading never leaves the answer to be made
+        without the LLM that was configured to write it."""
+        reserve = ANSWER_LLM_CALLS if self.llm is not None else 0
+        return max(0, state.llm_left() - reserve)
+
     def _grade(self, query: str, chunks: list[Chunk], state: RunState) -> list[Grade]:
         within = getattr(self.grader, "grade_within", None)
         if within is None:
             return self.grader.grade(query, chunks)
-        grades, calls = within(query, chunks, max_llm_calls=state.llm_left(), deadline=state.deadline)
+        grades, calls = within(query, chunks, max_llm_calls=self._escalation_budget(state), deadline=state.deadline)
         state.llm_calls += calls
         for grade in grades:
             if llm_outage(grade):
@@ -182,7 +189,7 @@ class CorrectiveRAG:
         t0 = time.monotonic()
         positive = [c for c, g in pool.values() if g.verdict.is_positive or g.uncertain]
         quality = heuristic_quality(query, [c.text for c in positive], decision, conflicts)
-        if decision is Decision.AMBIGUOUS and self.llm is not None and state.llm_left() and positive:
+        if decision is Decision.AMBIGUOUS and self.llm is not None and self._escalation_budget(state) and positive:
             state.llm_calls += 1
             try:
                 judged = self.llm.assess(query, [Evidence(c.chunk_id, c.text) for c in positive[:6]],

@@ -163,3 +163,11 @@ def test_weak_web_evidence_alone_is_never_synthesised_into_an_answer(index, grad
     answered = confident.run("Which planet is known as the Red Planet?", nobody)
     assert answered.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER) and answered.tier == "web search"
     assert answered.sources[0]["url"] == "https://en.wikipedia.org/wiki/Mars" and "Red Planet" in answered.answer
+
+
+def test_escalations_leave_the_calls_an_llm_written_answer_needs(index, grader, server):
+    everything_uncertain = ThresholdPolicy(lower=0.0, upper=1.0)  # every chunk and strip would go to the LLM
+    result = _rag(index, grader, server, max_llm_calls=3, policy=everything_uncertain).run(
+        "What is the capital of France?", TENANT_A)
+    assert _kinds(server) == {"generate": 1, "verify": 1}  # the answer is written and checked by the LLM
+    assert result.grounding == "verified" and result.llm_calls == len(server.requests) == 3  # one escalation
