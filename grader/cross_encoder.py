@@ -23,7 +23,7 @@ from grader.fusion import FusionHead, cosines
 from grader.policy import ThresholdPolicy, answer_floor_of
 from grader.shift import ShiftMonitor, ShiftStatus, monitoring_paused
 from models.bundle import Bundle
-from models.errors import ConfigError
+from models.errors import ConfigError, DataShiftWarning
 from models.progress import progress
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 
@@ -57,10 +57,6 @@ def _rule_grade(chunk: Chunk, reason: str) -> Grade:
     """An irrelevant verdict decided by a rule before the model (empty text, echoes of the query)."""
     return Grade(verdict=Verdict.IRRELEVANT, probability=0.0, decided_by="heuristic", chunk_id=chunk.chunk_id,
                  reason=reason, windows=0)  # the model read none of it
-
-
-class DataShiftWarning(UserWarning):
-    """The live data has moved away from the data the grader's thresholds were calibrated on."""
 
 
 class ScoredPairs:

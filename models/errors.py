@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "CragError",
     "DataError",
+    "DataShiftWarning",
     "LLMError",
     "MissingDependencyError",
     "NotFittedError",
@@ -48,3 +49,7 @@ class ParityError(CragError):
 
 class LLMError(CragError):
     """An LLM call failed after its retries (server down, invalid output, refusal, truncation)."""
+
+
+class DataShiftWarning(UserWarning):
+    """The live data has moved away from the data the grader's thresholds were calibrated on."""

@@ -373,3 +373,25 @@ def test_the_demo_index_is_one_per_installed_corpus_and_never_grows(tmp_path, mo
     assert second != first
     assert sum(1 for _ in LocalHybridIndex.open_existing(second).iter_chunks()) == chunks
     assert sum(1 for _ in LocalHybridIndex.open_existing(first).iter_chunks()) == chunks
+
+
+def test_bench_text_is_not_taken_for_a_data_shift(capsys, caplog, recwarn):
+    with caplog.at_level("WARNING"):
+        assert main(["bench", "--model", "fast", "--chunks", "25", "--repeats", "10", "--tokens", "30"]) == 0
+    capsys.readouterr()
+    assert not [r for r in caplog.records if "differ from" in r.getMessage()]  # 275 synthetic chunks: no alarm
+    assert not [w for w in recwarn if "differ from" in str(w.message)]
+
+
+def test_a_data_shift_is_said_once_on_the_command_line(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    pairs = tmp_path / "pairs.jsonl"  # 250 chunks far from any calibration domain: the monitor's alarm fires
+    pairs.write_text("".join(json.dumps({"text": f"PN-{i:05d} " * 40}) + "\n" for i in range(250)), encoding="utf-8")
+    script = ("import sys; from grader import load_grader; from pipeline.cli.main import main; "
+              "sys.exit(main(['grade', '--model', 'fast', '--query', 'what is the part number?', '--chunks', "
+              f"{str(pairs)!r}, '--json']))")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("differ from") == 1, run.stderr  # the log line with its fix, not a warning again
