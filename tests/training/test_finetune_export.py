@@ -309,3 +309,19 @@ def test_validation_runs_several_times_an_epoch_by_default(squad_pairs_file, tmp
     history = json.loads((out / "training_history.json").read_text())
     assert [h["step"] for h in history] == [10, 20, 24]
     assert TrainConfig().epochs == 3.0 and TrainConfig().patience == 3
+
+
+def test_training_on_one_kind_of_label_says_what_is_missing(squad_pairs_file, tmp_path):
+    from dataclasses import replace
+
+    from models.types import Verdict
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    for label, fix in ((Verdict.IRRELEVANT, "label the pairs that answer"), (Verdict.RELEVANT, "crag mine")):
+        same = [replace(p, label=label) for p in pairs]
+        with pytest.raises(ConfigError, match=f"pairs are labelled .*{fix}"):
+            train_grader(PairSet(same[:16]), PairSet(same[40:70]), tmp_path / "out",
+                         TrainConfig(max_steps=1, progress=False))
+        assert not (tmp_path / "out").exists()  # refused before anything is written
