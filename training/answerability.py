@@ -110,10 +110,16 @@ def fit_answer_floor(rows: Sequence[QueryBest], *, min_answer_rate: float = DEFA
     abstain_groups = [g for g, n in unanswerable.items() if n >= min_per_class]
     if not answer_groups or not abstain_groups:
         seen = ", ".join(f"{g}: {len(answerable[g])} answerable / {unanswerable[g]} unanswerable" for g in groups)
+        fixes = []
+        if not answer_groups:
+            fixes.append("add questions with a relevant or partial chunk")
+        if not abstain_groups:
+            fixes.append("add questions whose answer is not in their chunks")
+        if (not answer_groups and any(answerable.values())) or (not abstain_groups and any(unanswerable.values())):
+            fixes.append("lower --min-per-class")  # only where some group has a few of the missing kind
         raise ConfigError(f"fitting an answerability floor needs groups with at least {min_per_class} answerable and "
                           f"{min_per_class} unanswerable questions (none of whose chunks is relevant or partial); got "
-                          f"{seen}. "
-                          "Add questions whose answer is not in their chunks, or lower --min-per-class")
+                          f"{seen}. To fix: {'; or '.join(fixes)}")
     # answering min_answer_rate of n questions needs the k-th best of them at or above the floor
     kth = {g: answerable[g][math.ceil(min_answer_rate * len(answerable[g]) - 1e-9) - 1] for g in answer_groups}
     binding = min(kth, key=lambda g: kth[g])

@@ -45,6 +45,10 @@ def test_the_worst_group_binds_and_small_groups_are_only_reported():
 def test_data_that_cannot_support_a_floor_is_refused_with_the_counts():
     with pytest.raises(ConfigError, match=r"at least 10 answerable and 10 unanswerable.*wiki: 12 answerable / 2"):
         fit_answer_floor(_rows("wiki", [0.5] * 12, [0.1] * 2))
+    with pytest.raises(ConfigError, match=r"not in their chunks; or lower --min-per-class$"):
+        fit_answer_floor(_rows("wiki", [0.5] * 12, [0.1] * 2))  # a few unanswerable: a lower minimum may do
+    with pytest.raises(ConfigError, match=r"To fix: add questions with a relevant or partial chunk$"):
+        fit_answer_floor(_rows("wiki", [], [0.1] * 12))  # none answerable: no minimum would do
     with pytest.raises(ConfigError, match="min_per_class"):
         fit_answer_floor(_rows("wiki", [0.5], [0.1]), min_per_class=0)
     with pytest.raises(ConfigError, match="min_answer_rate"):
