@@ -82,14 +82,16 @@ def _grid(probs: np.ndarray) -> np.ndarray:
 
 
 def _table(probs: np.ndarray, labels: np.ndarray, grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Counts for every (lower, upper) grid pair: auto-decided pairs and their errors."""
+    """Counts for every (lower, upper) grid pair: auto-decided pairs and their errors. ``labels`` may be
+    probabilities of being relevant: the errors are then expected counts (a rejected pair is wrong with
+    probability p, an accepted one with 1 - p)."""
     grid = _grid(probs) if grid is None else grid
-    pos = labels == 1
+    pos = labels.astype(np.float64)
     le = (probs[None, :] <= grid[:, None])
     ge = (probs[None, :] >= grid[:, None])
     n_le, n_ge = le.sum(1), ge.sum(1)
-    pos_le = (le & pos).sum(1)
-    neg_ge = (ge & ~pos).sum(1)
+    pos_le = le @ pos
+    neg_ge = ge @ (1.0 - pos)
     lower, upper = np.meshgrid(grid, grid, indexing="ij")
     valid = lower <= upper  # equal: no band at all (thresholds never sit on a data point)
     auto = n_le[:, None] + n_ge[None, :]
@@ -115,12 +117,21 @@ def choose_thresholds(
     max_escalation: float | None = None,
     delta: float | None = None,
     groups: Any = None,
+    errors_from: str = "labels",
 ) -> ThresholdChoice:
     """Pick (lower, upper) for one target; see the module docstring.
 
     ``groups`` (one name per pair: a domain or source) makes a ``max_error`` target hold in every group,
     not only on the pooled data: the worst domain decides, and the choice reports each group's figures.
+    ``errors_from="probabilities"`` (no ``delta``) chooses on the errors the calibrated probabilities expect
+    rather than on the labelled errors counted: on a few hundred labels, counting picks the band that was
+    luckiest on those pairs, while the expectation depends on the labels only through the calibration map
+    (`bench/bench_learning_curve.py --no-guarantee`). The reported figures are still counted on the labels.
     """
+    if errors_from not in ("labels", "probabilities"):
+        raise ConfigError(f"errors_from must be 'labels' or 'probabilities', got {errors_from!r}")
+    if errors_from == "probabilities" and delta is not None:
+        raise ConfigError("a guarantee (delta) is tested on labelled errors; errors_from='probabilities' has none")
     if (max_error is None) == (max_escalation is None):
         raise ConfigError("set exactly one target: max_error (auto-decided error) or max_escalation (band share)")
     for name, value in (("max_error", max_error), ("max_escalation", max_escalation), ("delta", delta)):
@@ -132,7 +143,8 @@ def choose_thresholds(
     if delta is not None and max_error is not None:
         return _learn_then_test(p, y, max_error, delta, groups=_group_names(groups, p.size))
     n = p.size
-    t = _table(p, y)
+    weights = p if errors_from == "probabilities" else y
+    t = _table(p, weights)
     auto, errors, valid = t["auto"], t["errors"], t["valid"]
     escalation = 1.0 - auto / n
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -141,7 +153,7 @@ def choose_thresholds(
     if g is not None and max_error is not None:
         grid = t["lower"][:, 0]
         for name in np.unique(g):
-            sub = _table(p[g == name], y[g == name], grid)
+            sub = _table(p[g == name], weights[g == name], grid)
             with np.errstate(invalid="ignore", divide="ignore"):
                 sub_rate = np.where(sub["auto"] > 0, sub["errors"] / np.maximum(sub["auto"], 1), 0.0)
             rate = np.maximum(rate, sub_rate)  # the worst group's error must meet the target
@@ -160,8 +172,9 @@ def choose_thresholds(
     else:  # nothing meets the target: escalate everything and say so
         lower, upper, esc, err = 0.0, 1.0, 1.0, 0.0
     policy = ThresholdPolicy(lower=lower, upper=upper)
-    target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta}
-    if g is not None:  # the search ran on the worst group's rate; report the pooled one
+    target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta,
+              **({"errors_from": "calibrated probabilities"} if errors_from == "probabilities" else {})}
+    if g is not None or errors_from == "probabilities":  # report the pooled rate counted on the labels
         auto_n, errors_n = _auto_counts(p, y, policy)
         err = errors_n / auto_n if auto_n else 0.0
     return ThresholdChoice(

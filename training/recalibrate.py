@@ -185,7 +185,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
                 target_escalation: float | None = None, delta: float | None = 0.1, method: str = "platt",
                 groups: Sequence[str] | None = None, seed: int = 0,
                 logits: np.ndarray | None = None, llm_labels: LLMLabels | None = None,
-                calibration_map: str = "auto") -> Recalibration:
+                calibration_map: str = "auto", error_estimate: str = "auto") -> Recalibration:
     """Fit calibration and thresholds on ``data``; raise ConfigError (writing nothing) when infeasible.
 
     ``logits`` are the grader's raw scores of ``data`` when the caller already has them. ``llm_labels`` add
@@ -194,9 +194,15 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     ``calibration_map``: "refit" fits a new map on half of the labels and tests thresholds on the other half;
     "keep" keeps the bundle's map and tests label-free candidate bands on *all* labels (twice the test data,
     which is what a guarantee from a few hundred labels needs); "auto" keeps it below REFIT_MIN_PAIRS labels
-    (a rule on the count only, so the guarantee stays valid) unless LLM labels are given to fit a map."""
+    (a rule on the count only, so the guarantee stays valid) unless LLM labels are given to fit a map.
+
+    ``error_estimate`` (no guarantee only): "counted" chooses the band on the labelled errors, "calibrated" on
+    the errors the fitted map's probabilities expect (far less optimistic on a few hundred labels); "auto"
+    takes "calibrated" below REFIT_MIN_PAIRS labels."""
     if calibration_map not in ("auto", "refit", "keep"):
         raise ConfigError(f"calibration_map must be auto, refit or keep, got {calibration_map!r}")
+    if error_estimate not in ("auto", "counted", "calibrated"):
+        raise ConfigError(f"error_estimate must be auto, counted or calibrated, got {error_estimate!r}")
     data, kept = model_decided(data)  # echoes etc. are decided by rule in service: they must not move the band
     logits = None if logits is None else np.asarray(logits)[kept]
     groups = None if groups is None else [g for g, k in zip(groups, kept, strict=True) if k]
@@ -254,11 +260,15 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         fx, fy, fw, used = _with_llm_labels(grader, pairs, logits, set(), pairs, llm_labels)
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
-        choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g)
+        estimated = error_estimate == "calibrated" or (error_estimate == "auto" and len(pairs) < REFIT_MIN_PAIRS)
+        choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g,
+                                   errors_from="probabilities" if estimated else "labels")
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
+        how = ("the band chosen on the errors the map's probabilities expect, " if estimated else
+               "the band chosen on the errors counted there, ")
         metrics = {**compute_metrics(pairs, probs, choice.policy),
-                   "measured_on": f"the same {len(pairs)} pairs the map and thresholds were fitted on (no guarantee: "
-                                  "an optimistic estimate)"}
+                   "measured_on": f"the same {len(pairs)} pairs the map and thresholds were fitted on ({how}no "
+                                  "guarantee: an optimistic estimate)"}
     note = small_sample_note(auto_test, target_error, delta) if target_error is not None else None
     if note:
         logger.warning("%s", note)
@@ -285,6 +295,7 @@ def calibrate_command(settings: dict[str, Any]) -> str:
     for key, flag in (("columns", "--columns"), ("label_map", "--label-map"), ("group_by", "--group-by"),
                       ("target_error", "--target-error"), ("target_escalation", "--target-escalation"),
                       ("delta", "--delta"), ("calibration", "--calibration"), ("calibration_map", "--calibration-map"),
+                      ("error_estimate", "--error-estimate"),
                       ("llm_labels", "--llm-labels"), ("llm_accuracy", "--llm-accuracy")):
         if settings.get(key) is not None:
             value = settings[key]

@@ -129,3 +129,24 @@ def test_fixed_sequence_on_all_labels_holds_the_target_over_many_splits():
         error, _ = _auto_error(choice.policy, fresh_p, fresh_y)
         violations += error > 0.05
     assert feasible > 100 and violations / 200 <= 0.1  # the guarantee: at most delta of the runs violate
+
+
+def test_choosing_on_expected_errors_overfits_a_small_sample_less_than_counting():
+    """200 calibrated pairs: the band chosen on the errors the probabilities expect lands closer to the target
+    on fresh data than the band chosen on the errors counted in the sample, which picks the luckiest band."""
+    alpha, trials = 0.05, 60
+    counted, expected = [], []
+    fresh_p, fresh_y = _calibrated(50000, 999)
+    for trial in range(trials):
+        p, y = _calibrated(200, 300 + trial)
+        counted.append(_auto_error(choose_thresholds(p, y, max_error=alpha).policy, fresh_p, fresh_y)[0])
+        choice = choose_thresholds(p, y, max_error=alpha, errors_from="probabilities")
+        expected.append(_auto_error(choice.policy, fresh_p, fresh_y)[0])
+        assert choice.target["errors_from"] == "calibrated probabilities"
+        err, _ = _auto_error(choice.policy, p, y)  # the reported rate is still the one counted on the labels
+        assert choice.auto_error_rate == pytest.approx(err)
+    assert np.mean(expected) < np.mean(counted) and np.mean(expected) <= alpha + 0.01
+    with pytest.raises(ConfigError, match="errors_from"):
+        choose_thresholds(p, y, max_error=alpha, errors_from="guess")
+    with pytest.raises(ConfigError, match="guarantee"):
+        choose_thresholds(p, y, max_error=alpha, delta=0.1, errors_from="probabilities")

@@ -84,7 +84,7 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
     report = json.loads(capsys.readouterr().out)
     held = report["held_out_auroc"]
     assert report["head_adopted"] == (held["adapted_head"] >= held["shipped_head"] + 0.005)
-    assert "fitted on (no guarantee: an optimistic estimate)" in report["held_out_metrics"]["measured_on"]
+    assert "no guarantee: an optimistic estimate)" in report["held_out_metrics"]["measured_on"]
     from models import read_bundle
 
     manifest = read_bundle(out).manifest
@@ -234,3 +234,24 @@ def test_a_new_calibration_drops_the_answerability_floor_of_the_old_one(caplog, 
         assert "answerability floor" in caplog.text and "crag answerability" in caplog.text
         caplog.clear()
     capsys.readouterr()
+
+
+def test_without_a_guarantee_few_labels_choose_on_the_maps_expected_errors(human, capsys, tmp_path):
+    from pipeline.cli.main import main
+
+    grader = cross_encoder_grader("default")
+    auto = recalibrate(grader, human, target_error=0.1, delta=None)  # fewer than 600 labels
+    counted = recalibrate(grader, human, target_error=0.1, delta=None, error_estimate="counted")
+    assert auto.choice.target.get("errors_from") == "calibrated probabilities" and "expect" in \
+        auto.metrics["measured_on"]
+    assert "errors_from" not in counted.choice.target and "counted" in counted.metrics["measured_on"]
+    assert auto.calibrator.to_dict() == counted.calibrator.to_dict()  # one map; only the band's choice differs
+    with pytest.raises(ConfigError, match="error_estimate"):
+        recalibrate(grader, human, target_error=0.1, delta=None, error_estimate="guess")
+    assert main(["calibrate", "--data", str(human.path), "--error-estimate", "counted",
+                 "--out", str(tmp_path / "x")]) == 2  # a guarantee is tested on counted errors anyway
+    assert "--no-guarantee" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main(["calibrate", "--data", str(human.path), "--target-error", "0.1", "--no-guarantee",
+                 "--error-estimate", "counted", "--out", str(tmp_path / "y")]) == 0
+    card = (tmp_path / "y" / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "--error-estimate counted" in card  # the reproduce line keeps the choice

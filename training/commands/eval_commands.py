@@ -137,12 +137,17 @@ def _calibrate(args: argparse.Namespace) -> int:
             llm_labels = LLMLabels(llm_data, accuracy, compared)
     elif args.llm_accuracy is not None:
         raise ConfigError("--llm-accuracy needs --llm-labels (the LLM-labelled pairs it describes)")
+    if args.error_estimate != "auto" and delta is not None:
+        raise ConfigError(f"--error-estimate {args.error_estimate} chooses a band without a guarantee; pass it with "
+                          "--no-guarantee (with a guarantee the band is tested on labelled errors)")
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
-                         groups=groups, seed=args.seed, llm_labels=llm_labels, calibration_map=args.calibration_map)
+                         groups=groups, seed=args.seed, llm_labels=llm_labels, calibration_map=args.calibration_map,
+                         error_estimate=args.error_estimate)
     settings = {"model": str(args.model), "data": str(args.data), "columns": args.columns, "label_map": args.label_map,
                 "group_by": args.group_by, "target_error": target_error, "target_escalation": target_escalation,
                 "delta": delta, "calibration": args.calibration, "calibration_map": args.calibration_map,
+                "error_estimate": None if args.error_estimate == "auto" else args.error_estimate,
                 "llm_labels": args.llm_labels, "llm_accuracy": args.llm_accuracy, "seed": args.seed}
     out = write_recalibrated(args.model, args.out, result, data, settings=settings)
     print_json({"out": str(out), "calibration": result.calibrator.method, "thresholds": result.choice.to_dict(),
@@ -158,6 +163,10 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration-map", choices=["auto", "refit", "keep"], default="auto",
                    help="keep the bundle's map and test thresholds on every label, or refit it on half of them "
                         "(auto: keep below 600 labels)")
+    p.add_argument("--error-estimate", choices=["auto", "counted", "calibrated"], default="auto",
+                   help="with --no-guarantee: choose the band on the labelled errors counted, or on the errors the "
+                        "fitted map's probabilities expect (less optimistic on few labels; auto: calibrated below "
+                        "600 labels)")
     p.add_argument("--llm-labels", metavar="JSONL",
                    help="LLM-labelled pairs (the cascade's escalation log, or `crag label` output): they help fit "
                         "the calibration map, weighted by the LLM's accuracy; thresholds are tested on human labels")
