@@ -47,7 +47,7 @@ class ThresholdChoice:
     """The chosen policy and what it achieved on the data it was chosen on."""
 
     policy: ThresholdPolicy
-    target: dict[str, float | None]
+    target: dict[str, Any]  # max_error, max_escalation, delta (and errors_from when not labels)
     feasible: bool
     n: int
     escalation_rate: float
