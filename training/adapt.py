@@ -46,10 +46,11 @@ def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray,
 def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, *, label_map: Any = None,
                  target_error: float | None = 0.05, target_escalation: float | None = None,
                  delta: float | None = 0.1, calibration: str = "platt", seed: int = 0,
-                 min_gain: float = MIN_GAIN) -> dict[str, Any]:
+                 min_gain: float = MIN_GAIN, error_estimate: str = "auto") -> dict[str, Any]:
     """Adapt ``model`` (a fused bundle) to the labelled pairs ``data`` (or a file of them); write the new bundle at
     ``out``.
-    A new head is adopted when it ranks the held-out queries better by ``min_gain`` AUROC."""
+    A new head is adopted when it ranks the held-out queries better by ``min_gain`` AUROC. ``error_estimate``:
+    how a band without a guarantee is chosen (:func:`training.recalibrate.recalibrate`)."""
     grader = cross_encoder_grader(model, cross_encoder=True)  # the mix is refitted: its logits are needed
     if grader.fusion is None:
         raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "
@@ -77,7 +78,7 @@ def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path,
     # the bundle's calibration map belongs to the shipped head's scores: a new head needs a map of its own
     recal = recalibrate(grader, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
                         method=calibration, seed=seed, logits=head.combine(ce, cos),
-                        calibration_map="refit" if adopted else "auto")
+                        calibration_map="refit" if adopted else "auto", error_estimate=error_estimate)
     evidence = {"held_out_auroc": {k: round(v, 4) for k, v in held_out.items()}, "head_adopted": adopted,
                 "min_gain": min_gain, "fit_pairs": int(fit.size), "held_out_pairs": int(test.size),
                 "shipped_head": shipped.to_dict(), "adapted_head": candidate.to_dict()}

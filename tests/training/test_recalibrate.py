@@ -251,6 +251,9 @@ def test_without_a_guarantee_few_labels_choose_on_the_maps_expected_errors(human
     assert main(["calibrate", "--data", str(human.path), "--error-estimate", "counted",
                  "--out", str(tmp_path / "x")]) == 2  # a guarantee is tested on counted errors anyway
     assert "--no-guarantee" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert main(["adapt", "--data", str(human.path), "--error-estimate", "calibrated",
+                 "--out", str(tmp_path / "a")]) == 2  # adapt takes the same option, by the same rule
+    assert "--no-guarantee" in capsys.readouterr().err and not (tmp_path / "a").exists()
     assert main(["calibrate", "--data", str(human.path), "--target-error", "0.1", "--no-guarantee",
                  "--error-estimate", "counted", "--out", str(tmp_path / "y")]) == 0
     card = (tmp_path / "y" / "MODEL_CARD.md").read_text(encoding="utf-8")

@@ -137,13 +137,11 @@ def _calibrate(args: argparse.Namespace) -> int:
             llm_labels = LLMLabels(llm_data, accuracy, compared)
     elif args.llm_accuracy is not None:
         raise ConfigError("--llm-accuracy needs --llm-labels (the LLM-labelled pairs it describes)")
-    if args.error_estimate != "auto" and delta is not None:
-        raise ConfigError(f"--error-estimate {args.error_estimate} chooses a band without a guarantee; pass it with "
-                          "--no-guarantee (with a guarantee the band is tested on labelled errors)")
+    error_estimate = _error_estimate(args, delta)
     result = recalibrate(cross_encoder_grader(args.model), data, target_error=target_error,
                          target_escalation=target_escalation, delta=delta, method=args.calibration,
                          groups=groups, seed=args.seed, llm_labels=llm_labels, calibration_map=args.calibration_map,
-                         error_estimate=args.error_estimate)
+                         error_estimate=error_estimate)
     settings = {"model": str(args.model), "data": str(args.data), "columns": args.columns, "label_map": args.label_map,
                 "group_by": args.group_by, "target_error": target_error, "target_escalation": target_escalation,
                 "delta": delta, "calibration": args.calibration, "calibration_map": args.calibration_map,
@@ -163,10 +161,6 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration-map", choices=["auto", "refit", "keep"], default="auto",
                    help="keep the bundle's map and test thresholds on every label, or refit it on half of them "
                         "(auto: keep below 600 labels)")
-    p.add_argument("--error-estimate", choices=["auto", "counted", "calibrated"], default="auto",
-                   help="with --no-guarantee: choose the band on the labelled errors counted, or on the errors the "
-                        "fitted map's probabilities expect (less optimistic on few labels; auto: calibrated below "
-                        "600 labels)")
     p.add_argument("--llm-labels", metavar="JSONL",
                    help="LLM-labelled pairs (the cascade's escalation log, or `crag label` output): they help fit "
                         "the calibration map, weighted by the LLM's accuracy; thresholds are tested on human labels")
@@ -254,17 +248,30 @@ def _bundle_from_labels(p: argparse.ArgumentParser, model_help: str, data_help: 
     p.add_argument("--no-guarantee", action="store_true",
                    help="choose thresholds on the point estimate (no finite-sample guarantee; not recommended)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fit/test split by query")
+    p.add_argument("--error-estimate", choices=["auto", "counted", "calibrated"], default="auto",
+                   help="with --no-guarantee: choose the band on the labelled errors counted, or on the errors the "
+                        "fitted map's probabilities expect (less optimistic on few labels; auto: calibrated below "
+                        "600 labels)")
     add_target(p, default_delta=0.1, default_calibration="platt")
+
+
+def _error_estimate(args: argparse.Namespace, delta: float | None) -> str:
+    """--error-estimate, refused where a guarantee tests the band on labelled errors anyway."""
+    if args.error_estimate != "auto" and delta is not None:
+        raise ConfigError(f"--error-estimate {args.error_estimate} chooses a band without a guarantee; pass it with "
+                          "--no-guarantee (with a guarantee the band is tested on labelled errors)")
+    return str(args.error_estimate)
 
 
 def _adapt(args: argparse.Namespace) -> int:
     from training.adapt import adapt_bundle
 
     target_error, target_escalation = targets_of(args)
+    delta = guarantee_delta(args, target_escalation)
     print_json(adapt_bundle(args.model, pairs_from_args(args, args.data), args.out,
-                            target_error=target_error, target_escalation=target_escalation,
-                            delta=guarantee_delta(args, target_escalation), calibration=args.calibration,
-                            seed=args.seed))
+                            target_error=target_error, target_escalation=target_escalation, delta=delta,
+                            calibration=args.calibration, seed=args.seed,
+                            error_estimate=_error_estimate(args, delta)))
     return 0
 
 
