@@ -376,8 +376,12 @@ def test_the_demo_index_is_one_per_installed_corpus_and_never_grows(tmp_path, mo
 
 
 def test_bench_text_is_not_taken_for_a_data_shift(capsys, caplog, recwarn):
+    import warnings
+
+    filters = list(warnings.filters)
     with caplog.at_level("WARNING"):
         assert main(["bench", "--model", "fast", "--chunks", "25", "--repeats", "10", "--tokens", "30"]) == 0
+    assert warnings.filters == filters  # the command's warning filter does not outlive it
     capsys.readouterr()
     assert not [r for r in caplog.records if "differ from" in r.getMessage()]  # 275 synthetic chunks: no alarm
     assert not [w for w in recwarn if "differ from" in str(w.message)]
