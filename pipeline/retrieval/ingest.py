@@ -49,8 +49,12 @@ def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None 
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            walked = [p for p in path.rglob("*") if _walked(p, path) and p.is_file()]
+            files = [p for p in path.rglob("*") if p.is_file()]
+            walked = [p for p in files if _walked(p, path)]
             kept = sorted(p for p in walked if p.suffix.lower() in SUPPORTED)
+            hidden = sum(p.suffix.lower() in SUPPORTED for p in files) - len(kept)
+            if hidden:
+                logger.info("%s: left out %d files in hidden or tool folders", path, hidden)
             if unsupported is not None:
                 unsupported.update(p.suffix.lower() or "(no extension)" for p in walked
                                    if p.suffix.lower() not in SUPPORTED)
