@@ -32,15 +32,16 @@ def columns_hint(present: Iterable[str], needed: Sequence[str]) -> str:
     for text, ``rel`` for label...), else the generic example."""
     names = [str(n) for n in present]
     by_fold = {_folded(n): n for n in names}
-    mapping: list[str] = []
+    mapping: dict[str, str] = {}  # our field -> the file's column
     for field in needed:
         if field in names:
             continue
         found = [by_fold[_folded(s)] for s in (field, *_SYNONYMS.get(field, ())) if _folded(s) in by_fold]
-        if not found or found[0] in (m.split("=", 1)[1] for m in mapping):
+        if not found or found[0] in mapping.values():
             return COLUMNS_HINT
-        mapping.append(f"{field}={found[0]}")
-    return f"--columns '{','.join(mapping)}'" if mapping else COLUMNS_HINT
+        mapping[field] = found[0]
+    return f"--columns '{','.join(f'{ours}={theirs}' for ours, theirs in mapping.items())}'" if mapping \
+        else COLUMNS_HINT
 
 
 def parse_columns(spec: str | None, fields: Sequence[str]) -> dict[str, str] | None:
