@@ -320,13 +320,14 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     val = model_decided(val)[0]
     if len(train) == 0 or len(val) == 0:
         raise ConfigError("training needs non-empty train and validation sets (other than query echoes)")
-    everything = np.concatenate([binary_labels(train.pairs), binary_labels(val.pairs)])
+    val_labels = binary_labels(val.pairs)
+    everything = np.concatenate([binary_labels(train.pairs), val_labels])
     if everything.min() == everything.max():
         kind, fix = (("relevant or partial", "add irrelevant ones with `crag mine`") if everything.min() else
                      ("irrelevant", "label the pairs that answer their query relevant"))
         raise ConfigError(f"all {len(everything)} pairs are labelled {kind}: a grader learns from both relevant "
                           f"and irrelevant pairs; {fix}")
-    if binary_labels(val.pairs).min() == binary_labels(val.pairs).max():
+    if val_labels.min() == val_labels.max():
         raise ConfigError("the validation set needs both relevant and irrelevant pairs to calibrate and stop early")
     out = Path(out)
     check_training_out(out)
