@@ -58,7 +58,7 @@ def _sample_queries(groups, order, budget):
 
 
 def run_domain(grader, path: Path, *, splits: int, target: float, delta: float | None, max_pairs: int, seed: int,
-               error_estimate: str = "auto"):
+               error_estimate: str = "auto", budgets: tuple[int, ...] = BUDGETS, calibration_map: str = "auto"):
     from models.errors import ConfigError
     from training.data import PairSet, load_pairs
     from training.metrics import binary_labels
@@ -84,7 +84,7 @@ def run_domain(grader, path: Path, *, splits: int, target: float, delta: float |
     y = binary_labels(pairs)
     out_error, out_escalation = _apply(grader.policy, grader.probabilities(logits), y)
     rows = []
-    for budget in BUDGETS:
+    for budget in budgets:
         if len(pairs) - budget < MIN_TEST_PAIRS:
             continue
         errors, escalations, violations, refused, beyond_2_points = [], [], 0, 0, 0
@@ -98,7 +98,8 @@ def run_domain(grader, path: Path, *, splits: int, target: float, delta: float |
             ti = np.array([index[id(p)] for p in test])
             try:
                 recal = recalibrate(grader, PairSet(calib), target_error=target, delta=delta, seed=s,
-                                    logits=logits[ci], error_estimate=error_estimate)
+                                    logits=logits[ci], error_estimate=error_estimate,
+                                    calibration_map=calibration_map)
                 policy, probs = recal.choice.policy, recal.calibrator.predict(logits[ti])
             except ConfigError:
                 refused += 1  # calibrate writes nothing and says how many labels it needs: the shipped bundle stays
@@ -131,6 +132,9 @@ def main() -> None:
     parser.add_argument("--no-guarantee", action="store_true", help="point-estimate thresholds (delta None)")
     parser.add_argument("--error-estimate", choices=["auto", "counted", "calibrated"], default="auto",
                         help="with --no-guarantee, as `crag calibrate --error-estimate`")
+    parser.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS), help="labels per split")
+    parser.add_argument("--calibration-map", choices=["auto", "keep", "refit"], default="auto",
+                        help="as `crag calibrate --calibration-map`")
     parser.add_argument("--max-pairs", type=int, default=2000, help="pairs scored per domain (whole queries)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
@@ -140,10 +144,12 @@ def main() -> None:
     grader = load_grader(args.model)
     delta = None if args.no_guarantee else args.delta
     results = [run_domain(grader, Path(p), splits=args.splits, target=args.target_error, delta=delta,
-                          max_pairs=args.max_pairs, seed=args.seed, error_estimate=args.error_estimate)
+                          max_pairs=args.max_pairs, seed=args.seed, error_estimate=args.error_estimate,
+                          budgets=tuple(args.budgets), calibration_map=args.calibration_map)
                for p in args.data]
     report = {"model": args.model, "target_error": args.target_error, "delta": delta,
-              "error_estimate": args.error_estimate if delta is None else None, "domains": results}
+              "error_estimate": args.error_estimate if delta is None else None,
+              "calibration_map": args.calibration_map, "domains": results}
     print(json.dumps(report, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -47,7 +47,7 @@ class ThresholdChoice:
     """The chosen policy and what it achieved on the data it was chosen on."""
 
     policy: ThresholdPolicy
-    target: dict[str, Any]  # max_error, max_escalation, delta (and errors_from when not labels)
+    target: dict[str, Any]  # max_error, max_escalation, delta (and error_estimate when "calibrated")
     feasible: bool
     n: int
     escalation_rate: float
@@ -117,21 +117,21 @@ def choose_thresholds(
     max_escalation: float | None = None,
     delta: float | None = None,
     groups: Any = None,
-    errors_from: str = "labels",
+    error_estimate: str = "counted",
 ) -> ThresholdChoice:
     """Pick (lower, upper) for one target; see the module docstring.
 
     ``groups`` (one name per pair: a domain or source) makes a ``max_error`` target hold in every group,
     not only on the pooled data: the worst domain decides, and the choice reports each group's figures.
-    ``errors_from="probabilities"`` (no ``delta``) chooses on the errors the calibrated probabilities expect
+    ``error_estimate="calibrated"`` (no ``delta``) chooses on the errors the calibrated probabilities expect
     rather than on the labelled errors counted: on a few hundred labels, counting picks the band that was
     luckiest on those pairs, while the expectation depends on the labels only through the calibration map
     (`bench/bench_learning_curve.py --no-guarantee`). The reported figures are still counted on the labels.
     """
-    if errors_from not in ("labels", "probabilities"):
-        raise ConfigError(f"errors_from must be 'labels' or 'probabilities', got {errors_from!r}")
-    if errors_from == "probabilities" and delta is not None:
-        raise ConfigError("a guarantee (delta) is tested on labelled errors; errors_from='probabilities' has none")
+    if error_estimate not in ("counted", "calibrated"):
+        raise ConfigError(f"error_estimate must be 'counted' or 'calibrated', got {error_estimate!r}")
+    if error_estimate == "calibrated" and delta is not None:
+        raise ConfigError("a guarantee (delta) is tested on labelled errors; error_estimate='calibrated' has none")
     if (max_error is None) == (max_escalation is None):
         raise ConfigError("set exactly one target: max_error (auto-decided error) or max_escalation (band share)")
     for name, value in (("max_error", max_error), ("max_escalation", max_escalation), ("delta", delta)):
@@ -143,7 +143,7 @@ def choose_thresholds(
     if delta is not None and max_error is not None:
         return _learn_then_test(p, y, max_error, delta, groups=_group_names(groups, p.size))
     n = p.size
-    weights = p if errors_from == "probabilities" else y
+    weights = p if error_estimate == "calibrated" else y
     t = _table(p, weights)
     auto, errors, valid = t["auto"], t["errors"], t["valid"]
     escalation = 1.0 - auto / n
@@ -173,8 +173,8 @@ def choose_thresholds(
         lower, upper, esc, err = 0.0, 1.0, 1.0, 0.0
     policy = ThresholdPolicy(lower=lower, upper=upper)
     target = {"max_error": max_error, "max_escalation": max_escalation, "delta": delta,
-              **({"errors_from": "calibrated probabilities"} if errors_from == "probabilities" else {})}
-    if g is not None or errors_from == "probabilities":  # report the pooled rate counted on the labels
+              **({"error_estimate": "calibrated"} if error_estimate == "calibrated" else {})}
+    if g is not None or error_estimate == "calibrated":  # report the pooled rate counted on the labels
         auto_n, errors_n = _auto_counts(p, y, policy)
         err = errors_n / auto_n if auto_n else 0.0
     return ThresholdChoice(

@@ -262,7 +262,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         probs = calibrator.predict(logits)
         estimated = error_estimate == "calibrated" or (error_estimate == "auto" and len(pairs) < REFIT_MIN_PAIRS)
         choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g,
-                                   errors_from="probabilities" if estimated else "labels")
+                                   error_estimate="calibrated" if estimated else "counted")
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
         how = ("the band chosen on the errors the map's probabilities expect, " if estimated else
                "the band chosen on the errors counted there, ")

@@ -140,13 +140,13 @@ def test_choosing_on_expected_errors_overfits_a_small_sample_less_than_counting(
     for trial in range(trials):
         p, y = _calibrated(200, 300 + trial)
         counted.append(_auto_error(choose_thresholds(p, y, max_error=alpha).policy, fresh_p, fresh_y)[0])
-        choice = choose_thresholds(p, y, max_error=alpha, errors_from="probabilities")
+        choice = choose_thresholds(p, y, max_error=alpha, error_estimate="calibrated")
         expected.append(_auto_error(choice.policy, fresh_p, fresh_y)[0])
-        assert choice.target["errors_from"] == "calibrated probabilities"
+        assert choice.target["error_estimate"] == "calibrated"
         err, _ = _auto_error(choice.policy, p, y)  # the reported rate is still the one counted on the labels
         assert choice.auto_error_rate == pytest.approx(err)
     assert np.mean(expected) < np.mean(counted) and np.mean(expected) <= alpha + 0.01
-    with pytest.raises(ConfigError, match="errors_from"):
-        choose_thresholds(p, y, max_error=alpha, errors_from="guess")
+    with pytest.raises(ConfigError, match="error_estimate"):
+        choose_thresholds(p, y, max_error=alpha, error_estimate="guess")
     with pytest.raises(ConfigError, match="guarantee"):
-        choose_thresholds(p, y, max_error=alpha, delta=0.1, errors_from="probabilities")
+        choose_thresholds(p, y, max_error=alpha, delta=0.1, error_estimate="calibrated")

@@ -242,9 +242,9 @@ def test_without_a_guarantee_few_labels_choose_on_the_maps_expected_errors(human
     grader = cross_encoder_grader("default")
     auto = recalibrate(grader, human, target_error=0.1, delta=None)  # fewer than 600 labels
     counted = recalibrate(grader, human, target_error=0.1, delta=None, error_estimate="counted")
-    assert auto.choice.target.get("errors_from") == "calibrated probabilities" and "expect" in \
+    assert auto.choice.target.get("error_estimate") == "calibrated" and "expect" in \
         auto.metrics["measured_on"]
-    assert "errors_from" not in counted.choice.target and "counted" in counted.metrics["measured_on"]
+    assert "error_estimate" not in counted.choice.target and "counted" in counted.metrics["measured_on"]
     assert auto.calibrator.to_dict() == counted.calibrator.to_dict()  # one map; only the band's choice differs
     with pytest.raises(ConfigError, match="error_estimate"):
         recalibrate(grader, human, target_error=0.1, delta=None, error_estimate="guess")
