@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.clustered import design_effect, effective_counts, risk_above_p_value
 from grader.policy import ThresholdPolicy
 from models.deps import require
 from models.errors import ConfigError
@@ -55,6 +56,7 @@ class ThresholdChoice:
     auto_error_upper_bound: float | None
     per_group: dict[str, dict[str, float]] | None = None
     labels_needed: int | None = None
+    design_effect: float | None = None  # of the test pairs' errors, when they came in clusters (queries)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -223,11 +225,11 @@ def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, s
 
 
 def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_test: np.ndarray, alpha: float,
-                    delta: float, *, groups: np.ndarray | None = None) -> ThresholdChoice:
+                    delta: float, *, groups: np.ndarray | None = None, clusters: Any = None) -> ThresholdChoice:
     """Bands ordered widest to narrowest on the fit part, tested in that fixed sequence on the test part.
 
     With ``groups`` (one name per test pair), every group must reject "risk > alpha" (Bonferroni:
-    delta / number of groups). When nothing passes, the choice is infeasible and says how many labelled
+    delta / number of groups); ``clusters`` (one id per test pair, its query) as in :func:`fixed_sequence_test`. When nothing passes, the choice is infeasible and says how many labelled
     pairs would be needed (``labels_needed``, an estimate from the fit part's error rates).
     """
     p_fit, y_fit, p_test, y_test = (np.asarray(a, dtype=np.float64) for a in (p_fit, y_fit, p_test, y_test))
@@ -238,7 +240,7 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
     if p_fit.size >= 2 and p_test.size >= 1 and len(set(y_fit.tolist())) == 2:
         bands = [choose_thresholds(p_fit, y_fit, max_escalation=float(level)).policy
                  for level in np.linspace(1.0, 0.0, 101)]
-        chosen = fixed_sequence_test(bands, p_test, y_test, alpha, delta, groups=groups, n=n)
+        chosen = fixed_sequence_test(bands, p_test, y_test, alpha, delta, groups=groups, clusters=clusters, n=n)
     if chosen is None:
         return ThresholdChoice(policy=ThresholdPolicy(lower=0.0, upper=1.0), target=target, feasible=False,
                                n=n, escalation_rate=1.0, auto_error_rate=0.0, auto_error_upper_bound=None,
@@ -266,14 +268,23 @@ def label_free_bands(probs: np.ndarray, decision: float, levels: int = 101) -> l
     return bands
 
 
+def _decided_and_wrong(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: decided without the LLM, and decided wrongly."""
+    accept, reject = p >= policy.upper, p <= policy.lower
+    return accept | reject, (accept & (y == 0)) | (reject & (y == 1))
+
+
 def fixed_sequence_test(bands: list[ThresholdPolicy], p_test: np.ndarray, y_test: np.ndarray, alpha: float,
-                        delta: float, *, groups: np.ndarray | None = None,
+                        delta: float, *, groups: np.ndarray | None = None, clusters: Any = None,
                         n: int | None = None) -> ThresholdChoice | None:
     """Fixed-sequence testing of ``bands`` (widest first) on labelled pairs: the last band for which every
-    group rejects "auto-decided error > alpha" at delta (Bonferroni over groups); None when the first fails."""
-    stats = require("scipy.stats", "train")
+    group rejects "auto-decided error > alpha" at delta (Bonferroni over groups); None when the first fails.
+
+    ``clusters`` (one id per pair, e.g. its query) makes the test count effective pairs rather than pairs
+    (:mod:`grader.clustered`): errors that come a query at a time are less evidence than as many apart."""
     p_test, y_test = np.asarray(p_test, dtype=np.float64), np.asarray(y_test).astype(int)
     gt = np.asarray(groups) if groups is not None else np.zeros(p_test.size, dtype=str)
+    ct = None if clusters is None else np.asarray(clusters)
     names = np.unique(gt)
     target = {"max_error": alpha, "max_escalation": None, "delta": delta}
     chosen: ThresholdChoice | None = None
@@ -281,18 +292,29 @@ def fixed_sequence_test(bands: list[ThresholdPolicy], p_test: np.ndarray, y_test
     # the probabilities only, never on the labels, so the fixed sequence stays valid
     fewest = min_auto_decided(alpha, delta / len(names))
     for band in bands:
-        auto, errors = _auto_counts(p_test, y_test, band)
+        decided, wrong = _decided_and_wrong(p_test, y_test, band)
+        auto, errors = int(decided.sum()), int(wrong.sum())
         if auto < fewest:
             continue
-        per_name = [_auto_counts(p_test[gt == name], y_test[gt == name], band) for name in names]
-        if any(g_auto and float(stats.binom.cdf(g_err, g_auto, alpha)) > delta / len(names)
-               for g_auto, g_err in per_name):
+        passed = True
+        for name in names:
+            mine = gt == name
+            g_auto, g_err = int(decided[mine].sum()), int(wrong[mine].sum())
+            deff = design_effect(wrong[mine], decided[mine], None if ct is None else ct[mine])
+            if g_auto and risk_above_p_value(*effective_counts(g_err, g_auto, deff), alpha) > delta / len(names):
+                passed = False
+                break
+        if not passed:
             break  # cannot reject "risk > alpha" here: stop the fixed sequence
+        deff = design_effect(wrong, decided, ct)
+        eff_errors, eff_auto = effective_counts(errors, auto, deff)
         chosen = ThresholdChoice(
             policy=band, target=target, feasible=True, n=n or int(p_test.size),
             escalation_rate=float(1.0 - auto / p_test.size), auto_error_rate=errors / auto,
-            auto_error_upper_bound=float(clopper_pearson_upper(np.array([errors]), np.array([auto]), delta)[0]),
+            auto_error_upper_bound=float(clopper_pearson_upper(np.array([eff_errors]), np.array([eff_auto]),
+                                                               delta)[0]),
             per_group=None if groups is None else per_group_figures(p_test, y_test, gt, band),
+            design_effect=None if ct is None else round(deff, 3),
         )
     return chosen
 

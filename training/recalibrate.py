@@ -227,7 +227,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         calibrator = grader.calibrator
         probs = calibrator.predict(logits)
         found = fixed_sequence_test(label_free_bands(probs, grader.policy.decision), probs, y, target_error, delta,
-                                    groups=g)
+                                    groups=g, clusters=[p.query_id for p in pairs])
         if found is None:
             raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta), g,
                               kept_map=True)
@@ -247,7 +247,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
-                                 groups=None if g is None else g[test])
+                                 groups=None if g is None else g[test], clusters=[pairs[i].query_id for i in test])
         if not choice.feasible:
             raise _infeasible(target_error, delta, len(pairs), choice.labels_needed, g,
                               test_pairs=None if llm_labels is not None or groups is not None else int(test.size))

@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from grader.clustered import design_effect, effective_counts, risk_above_p_value
+from grader.policy import ThresholdPolicy
+from grader.thresholds import fixed_sequence_test, label_free_bands
+
+
+def test_the_p_value_is_the_binomial_cdf_at_whole_counts_and_never_below_it_between():
+    for errors, decided in ((0, 45), (3, 120), (10, 150)):
+        assert risk_above_p_value(errors, decided, 0.05) == pytest.approx(stats.binom.cdf(errors, decided, 0.05))
+    assert risk_above_p_value(3.4, 120, 0.05) >= stats.binom.cdf(3, 120, 0.05)
+    assert risk_above_p_value(5, 5, 0.05) == 1.0 and risk_above_p_value(0, 0, 0.05) == 1.0
+
+
+def test_independent_pairs_have_no_design_effect():
+    rng = np.random.default_rng(0)
+    wrong = rng.random(400) < 0.05
+    decided = np.ones(400, dtype=bool)
+    assert design_effect(wrong, decided, None) == 1.0
+    assert design_effect(wrong, decided, np.arange(400)) == 1.0  # one pair per cluster
+    assert design_effect(np.zeros(400, dtype=bool), decided, np.arange(400) // 10) == 1.0  # no error to measure
+
+
+def test_errors_that_come_a_query_at_a_time_count_as_fewer_pairs():
+    clusters = np.repeat(np.arange(40), 25)
+    decided = np.ones(clusters.size, dtype=bool)
+    spread = np.zeros(clusters.size, dtype=bool)
+    spread[::25] = True  # one wrong pair in each query
+    bunched = np.isin(clusters, [3, 17])  # two queries wholly wrong
+    assert design_effect(bunched, decided, clusters) > 10 * design_effect(spread, decided, clusters)
+    assert design_effect(spread, decided, clusters) == 1.0
+    errors, n = effective_counts(50, 1000, 4.0)
+    assert (errors, n) == (12.5, 250.0)
+
+
+def test_a_band_is_not_shown_on_errors_bunched_in_a_few_queries():
+    """The same pairs and labels: with the query of each pair known, bunched errors are weaker evidence, so the
+    sequence stops at a band escalating more (or none), and the choice records its design effect."""
+    rng = np.random.default_rng(1)
+    clusters = np.repeat(np.arange(60), 30)
+    p = rng.beta(0.5, 0.5, clusters.size)
+    y = (p > 0.5).astype(int)
+    wrong_queries = np.isin(clusters, [5, 40])  # two queries the model reads backwards
+    y[wrong_queries] = 1 - y[wrong_queries]
+    bands = label_free_bands(p, 0.5)
+    alone = fixed_sequence_test(bands, p, y, 0.05, 0.1)
+    clustered = fixed_sequence_test(bands, p, y, 0.05, 0.1, clusters=clusters)
+    assert alone is not None and alone.design_effect is None
+    assert clustered is None or clustered.escalation_rate > alone.escalation_rate
+    if clustered is not None:
+        same_band = fixed_sequence_test([clustered.policy], p, y, 0.05, 0.1)
+        assert clustered.design_effect > 1 and clustered.auto_error_upper_bound > same_band.auto_error_upper_bound
+    assert fixed_sequence_test(bands, p, y, 0.05, 0.1, clusters=np.arange(p.size)).policy == alone.policy
+
+
+def test_a_policy_band_tested_with_clusters_reports_the_counted_error():
+    p = np.r_[np.full(100, 0.01), np.full(100, 0.99)]
+    y = np.r_[np.zeros(100, dtype=int), np.ones(100, dtype=int)]
+    band = ThresholdPolicy(lower=0.05, upper=0.95)
+    choice = fixed_sequence_test([band], p, y, 0.05, 0.1, clusters=np.arange(200) // 4)
+    assert choice is not None and choice.auto_error_rate == 0.0 and choice.design_effect == 1.0
