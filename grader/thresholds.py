@@ -10,7 +10,8 @@ auto-decided pairs. A target picks one:
   bands from widest to narrowest (the best band per escalation level), the other half tests them in
   that fixed sequence with a binomial test of "risk > max_error" at level delta, and the narrowest
   band reached before the first non-rejection is kept. Fixed-sequence testing needs no multiplicity
-  correction, so the family-wise guarantee holds even though the path was optimised.
+  correction, so the family-wise guarantee holds even though the path was optimised. When the labelled
+  pairs come several per query, the test counts effective pairs (:mod:`grader.clustered`).
 """
 
 from __future__ import annotations
@@ -229,8 +230,9 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
     """Bands ordered widest to narrowest on the fit part, tested in that fixed sequence on the test part.
 
     With ``groups`` (one name per test pair), every group must reject "risk > alpha" (Bonferroni:
-    delta / number of groups); ``clusters`` (one id per test pair, its query) as in :func:`fixed_sequence_test`. When nothing passes, the choice is infeasible and says how many labelled
-    pairs would be needed (``labels_needed``, an estimate from the fit part's error rates).
+    delta / number of groups); ``clusters`` (one id per test pair, its query) as in :func:`fixed_sequence_test`.
+    When nothing passes, the choice is infeasible and says how many labelled pairs would be needed
+    (``labels_needed``, an estimate from the fit part's error rates).
     """
     p_fit, y_fit, p_test, y_test = (np.asarray(a, dtype=np.float64) for a in (p_fit, y_fit, p_test, y_test))
     y_fit, y_test = y_fit.astype(int), y_test.astype(int)
