@@ -34,6 +34,7 @@ __all__ = [
     "fixed_sequence_test",
     "label_free_bands",
     "labels_needed",
+    "labels_needed_all_tested",
     "learn_then_test",
     "min_auto_decided",
     "per_group_figures",
@@ -335,10 +336,22 @@ def small_sample_note(n_auto_test: int, alpha: float, delta: float | None) -> st
             f"{alpha:.1%} needs at least {needed} auto-decided pairs even with no errors (more labelled pairs)")
 
 
+def _fewest_to_show(err: float, alpha: float, delta: float) -> int:
+    """The fewest auto-decided pairs at error rate ``err`` (< alpha) that pass the binomial test."""
+    stats = require("scipy.stats", "train")
+    lo, hi = 1, 10_000_000
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if stats.binom.cdf(math.floor(err * mid), mid, alpha) <= delta:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float) -> int | None:
     """Estimated labelled pairs (fit + test halves) for a guaranteed band to exist; None when the model's
     error on ``p`` stays above ``alpha`` at every escalation level (more labels would not help)."""
-    stats = require("scipy.stats", "train")
     best: int | None = None
     if p.size < 2 or len(set(np.asarray(y).astype(int).tolist())) < 2:
         return None
@@ -347,14 +360,29 @@ def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float) -> i
         err, auto_share = choice.auto_error_rate, 1.0 - choice.escalation_rate
         if err >= alpha or auto_share <= 0:
             continue
-        lo, hi = 1, 1_000_000
-        while lo < hi:  # the fewest auto-decided pairs at this error rate that pass the binomial test
-            mid = (lo + hi) // 2
-            if stats.binom.cdf(math.floor(err * mid), mid, alpha) <= delta:
-                hi = mid
-            else:
-                lo = mid + 1
-        total = math.ceil(2 * lo / auto_share)
+        total = math.ceil(2 * _fewest_to_show(err, alpha, delta) / auto_share)
+        best = total if best is None else min(best, total)
+    return best
+
+
+def labels_needed_all_tested(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, decision: float,
+                             clusters: Any = None) -> int | None:
+    """Estimated labelled pairs for a guaranteed band when every label tests the label-free bands (the
+    bundle's map kept): each band's error counted on these labels, its auto-decided pairs inflated by the
+    design effect of its errors by query; the least over the bands. None when every band errs above ``alpha``.
+    An estimate from the labels at hand, so about even odds: errors those labels did not happen to show
+    make the real number larger (`bench/bench_clustered_guarantee.py`)."""
+    p, y = np.asarray(p, dtype=np.float64), np.asarray(y).astype(int)
+    if p.size < 2 or len(set(y.tolist())) < 2:
+        return None
+    best: int | None = None
+    for band in label_free_bands(p, decision, levels=21):
+        decided, wrong = _decided_and_wrong(p, y, band)
+        auto = int(decided.sum())
+        if auto == 0 or wrong.sum() / auto >= alpha:
+            continue
+        deff = design_effect(wrong, decided, clusters)
+        total = math.ceil(deff * _fewest_to_show(float(wrong.sum()) / auto, alpha, delta) * p.size / auto)
         best = total if best is None else min(best, total)
     return best
 

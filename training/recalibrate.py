@@ -29,7 +29,7 @@ from grader.thresholds import (
     choose_thresholds,
     fixed_sequence_test,
     label_free_bands,
-    labels_needed,
+    labels_needed_all_tested,
     learn_then_test,
     small_sample_note,
 )
@@ -152,7 +152,7 @@ def _with_llm_labels(grader: CrossEncoderGrader, fit_pairs: Sequence[LabelledPai
 
 def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | None,
                 groups: np.ndarray | None = None, test_pairs: int | None = None,
-                kept_map: bool = False) -> ConfigError:
+                kept_map: bool = False, keep_beyond_auto: bool = False) -> ConfigError:
     """The error for a target no band can be shown to hold, saying whether more labels would help.
 
     ``need`` is estimated on all pairs together: when it is not more than the pairs given, it does not explain
@@ -161,7 +161,11 @@ def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | Non
         how = ("the model's error on this data stays above the target at every escalation level, so more labels "
                "will not help; raise --target-error or use --target-escalation")
     elif need > n_pairs:
-        how = f"about {need} labelled pairs of this data would be needed (you gave {n_pairs})"
+        how = (f"about {need} labelled pairs of this data would be needed (you gave {n_pairs}; estimated from these "
+               "labels, so even odds rather than a promise)")
+        if kept_map and keep_beyond_auto and need >= REFIT_MIN_PAIRS:
+            how += (f", tested with the bundle's map kept (`--calibration-map keep`: from {REFIT_MIN_PAIRS} labels "
+                    "calibrate otherwise fits a new map on half of them and tests only the other half)")
     elif groups is not None and len(set(groups.tolist())) > 1:
         sizes = ", ".join(f"{name} {int((groups == name).sum())}" for name in sorted(set(groups.tolist())))
         how = (f"the target must be shown in each of the {len(set(groups.tolist()))} groups (--group-by), and in at "
@@ -226,11 +230,13 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     if delta is not None and target_error is not None and keep_map:
         calibrator = grader.calibrator
         probs = calibrator.predict(logits)
+        queries = [p.query_id for p in pairs]
         found = fixed_sequence_test(label_free_bands(probs, grader.policy.decision), probs, y, target_error, delta,
-                                    groups=g, clusters=[p.query_id for p in pairs])
+                                    groups=g, clusters=queries)
         if found is None:
-            raise _infeasible(target_error, delta, len(pairs), labels_needed(probs, y, target_error, delta), g,
-                              kept_map=True)
+            need = labels_needed_all_tested(probs, y, target_error, delta, grader.policy.decision, clusters=queries)
+            raise _infeasible(target_error, delta, len(pairs), need, g, kept_map=True,
+                              keep_beyond_auto=calibration_map == "auto")
         choice, used = found, 0
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))
         metrics = {**compute_metrics(pairs, probs, choice.policy), "calibration_map": "kept (all labels tested)",

@@ -4,7 +4,7 @@ from scipy import stats
 
 from grader.clustered import design_effect, effective_counts, risk_above_p_value
 from grader.policy import ThresholdPolicy
-from grader.thresholds import fixed_sequence_test, label_free_bands
+from grader.thresholds import fixed_sequence_test, label_free_bands, labels_needed_all_tested
 
 
 def test_the_p_value_is_the_binomial_cdf_at_whole_counts_and_never_below_it_between():
@@ -61,3 +61,18 @@ def test_a_policy_band_tested_with_clusters_reports_the_counted_error():
     band = ThresholdPolicy(lower=0.05, upper=0.95)
     choice = fixed_sequence_test([band], p, y, 0.05, 0.1, clusters=np.arange(200) // 4)
     assert choice is not None and choice.auto_error_rate == 0.0 and choice.design_effect == 1.0
+
+
+def test_labels_needed_counts_every_label_as_a_test_and_more_when_errors_bunch():
+    rng = np.random.default_rng(2)
+    p = rng.beta(0.5, 0.5, 400)
+    y = (rng.random(400) < p).astype(int)
+    spread = labels_needed_all_tested(p, y, 0.05, 0.1, 0.5)
+    by_query = labels_needed_all_tested(p, y, 0.05, 0.1, 0.5, clusters=np.arange(400) // 10)
+    assert spread is not None and 45 <= spread < 400  # calibrated data: a band exists on fewer labels than these
+    assert by_query >= spread
+    bunched = y.copy()
+    bunched[np.isin(np.arange(400) // 10, [1, 2])] = 1 - bunched[np.isin(np.arange(400) // 10, [1, 2])]
+    assert labels_needed_all_tested(p, bunched, 0.05, 0.1, 0.5, clusters=np.arange(400) // 10) > \
+        labels_needed_all_tested(p, bunched, 0.05, 0.1, 0.5)
+    assert labels_needed_all_tested(p, 1 - y, 0.05, 0.1, 0.5) is None  # every band wrong: labels will not help

@@ -186,7 +186,12 @@ def test_an_infeasible_target_is_explained_by_what_actually_failed():
     from training.recalibrate import _infeasible
 
     short = str(_infeasible(0.05, 0.1, 200, 900))
-    assert "about 900 labelled pairs of this data would be needed (you gave 200)" in short
+    assert "about 900 labelled pairs of this data would be needed (you gave 200; estimated" in short
+    assert "--calibration-map keep" not in short
+    # from 600 labels `auto` would refit the map on half of them: the estimate is for testing every label
+    beyond = str(_infeasible(0.05, 0.1, 200, 900, kept_map=True, keep_beyond_auto=True))
+    assert "tested with the bundle's map kept (`--calibration-map keep`" in beyond
+    assert "--calibration-map" not in str(_infeasible(0.05, 0.1, 200, 450, kept_map=True, keep_beyond_auto=True))
     assert "will not help" in str(_infeasible(0.05, 0.1, 200, None))
     # enough pairs on the pool: the groups (or the test half) are what failed, never "you gave more than needed"
     grouped = str(_infeasible(0.05, 0.1, 4154, 295, np.array(["web", "web", "faq"])))
