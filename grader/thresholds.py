@@ -370,8 +370,8 @@ def labels_needed_all_tested(p: np.ndarray, y: np.ndarray, alpha: float, delta: 
     """Estimated labelled pairs for a guaranteed band when every label tests the label-free bands (the
     bundle's map kept): each band's error counted on these labels, its auto-decided pairs inflated by the
     design effect of its errors by query; the least over the bands. None when every band errs above ``alpha``.
-    An estimate from the labels at hand, so about even odds: errors those labels did not happen to show
-    make the real number larger (`bench/bench_clustered_guarantee.py`)."""
+    An estimate from the labels at hand: followed on fresh samples it succeeded a third to three quarters of
+    the time (`bench/bench_labels_needed.py`)."""
     p, y = np.asarray(p, dtype=np.float64), np.asarray(y).astype(int)
     if p.size < 2 or len(set(y.tolist())) < 2:
         return None

@@ -162,7 +162,7 @@ def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | Non
                "will not help; raise --target-error or use --target-escalation")
     elif need > n_pairs:
         how = (f"about {need} labelled pairs of this data would be needed (you gave {n_pairs}; estimated from these "
-               "labels, so even odds rather than a promise)")
+               "labels: a rough guide, not a promise)")
         if kept_map and keep_beyond_auto and need >= REFIT_MIN_PAIRS:
             how += (f", tested with the bundle's map kept (`--calibration-map keep`: from {REFIT_MIN_PAIRS} labels "
                     "calibrate otherwise fits a new map on half of them and tests only the other half)")

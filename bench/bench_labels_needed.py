@@ -1,0 +1,123 @@
+"""When `crag calibrate` refuses a guarantee and says "about N labelled pairs would be needed", does N do it?
+
+For each labelled file: up to ``--max-pairs`` pairs (whole queries) are scored once with the shipped grader.
+For each label budget and each of ``--splits`` random samples of whole queries, calibrate (the library call
+behind `crag calibrate`, default options, a guarantee) is asked for the target; when it refuses with an
+estimate, a fresh sample of about N labels is drawn from the same file and calibrated again, as a user who
+followed the advice would (with `--calibration-map keep` when the message says so), and once more with N / 2
+labels to see whether the estimate overshoots. Reported per budget: the estimates' median and range and the
+share of follow-ups that succeeded.
+
+Run: python bench/bench_labels_needed.py --data ../shared/data/covidfaq/pairs.jsonl [--splits 30]
+         [--json bench/results_labels_needed.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ESTIMATE = re.compile(r"about (\d+) labelled pairs")
+
+
+def _sample(by_query: dict, queries: list, seed: int, budget: int) -> list:
+    order = list(queries)
+    random.Random(seed).shuffle(order)
+    chosen, n = [], 0
+    for qid in order:
+        if n >= budget:
+            break
+        chosen.extend(by_query[qid])
+        n += len(by_query[qid])
+    return chosen
+
+
+def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: float, delta: float,
+               max_pairs: int, seed: int) -> dict:
+    from grader.shift import not_monitored
+    from models.errors import ConfigError
+    from training.data import PairSet, load_pairs
+    from training.recalibrate import recalibrate
+
+    by_query = defaultdict(list)
+    for p in load_pairs(path).pairs:
+        by_query[p.query_id].append(p)
+    queries = sorted(by_query)
+    random.Random(seed).shuffle(queries)
+    pool = _sample(by_query, queries, seed, max_pairs)
+    kept = sorted({p.query_id for p in pool})
+    with not_monitored():
+        logits = grader.score_pairs([(p.query, p.text) for p in pool]).logits
+    position = {id(p): i for i, p in enumerate(pool)}
+
+    def calibrate(sample: list, s: int, keep: bool) -> tuple[bool, int | None, bool]:
+        """(succeeded, the estimate of a refusal, whether the refusal says to keep the map)"""
+        try:
+            recalibrate(grader, PairSet(sample), target_error=target, delta=delta, seed=s,
+                        logits=logits[[position[id(p)] for p in sample]], calibration_map="keep" if keep else "auto")
+            return True, None, False
+        except ConfigError as exc:
+            found = ESTIMATE.search(str(exc))
+            return False, int(found.group(1)) if found else None, "--calibration-map keep" in str(exc)
+
+    rows = []
+    for budget in budgets:
+        shown, estimates, followed, halved, beyond = 0, [], [], [], 0
+        for s in range(splits):
+            ok, need, keep = calibrate(_sample(by_query, kept, 1000 * budget + s, budget), s, False)
+            shown += ok
+            if need is None:
+                continue
+            estimates.append(need)
+            if need > 0.9 * len(pool):
+                beyond += 1
+                continue
+            followed.append(calibrate(_sample(by_query, kept, 7 + 1000 * budget + s, need), s, keep)[0])
+            halved.append(calibrate(_sample(by_query, kept, 9 + 1000 * budget + s, need // 2), s, keep)[0])
+        row = {"labels": budget, "splits": splits, "shown_share": shown / splits, "refusals_with_estimate":
+               len(estimates), "estimate_median": float(np.median(estimates)) if estimates else None,
+               "estimate_range": [min(estimates), max(estimates)] if estimates else None,
+               "estimates_beyond_the_file": beyond, "followed": len(followed),
+               "followed_succeeded": round(float(np.mean(followed)), 3) if followed else None,
+               "half_of_estimate_succeeded": round(float(np.mean(halved)), 3) if halved else None}
+        print(json.dumps({"data": str(path), **row}), flush=True)
+        rows.append(row)
+    return {"data": str(path), "pairs": len(pool), "queries": len(kept), "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", required=True, help="labelled pair files, one domain each")
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[200, 400])
+    parser.add_argument("--splits", type=int, default=30)
+    parser.add_argument("--target-error", type=float, default=0.05)
+    parser.add_argument("--delta", type=float, default=0.1)
+    parser.add_argument("--max-pairs", type=int, default=2000, help="pairs scored per domain (whole queries)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    from grader import load_grader
+
+    grader = load_grader(args.model)
+    report = {"model": args.model, "target_error": args.target_error, "delta": args.delta,
+              "domains": [run_domain(grader, Path(p), budgets=args.budgets, splits=args.splits,
+                                     target=args.target_error, delta=args.delta, max_pairs=args.max_pairs,
+                                     seed=args.seed) for p in args.data]}
+    print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
