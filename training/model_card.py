@@ -260,6 +260,8 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f" chosen for target {t.get('target')};"
         f" on validation they escalate {t.get('escalation_rate', 0):.1%} with auto-decided error"
         f" {t.get('auto_error_rate', 0):.2%}."
+        + (f" The guarantee was tested on effective pairs: design effect {t['design_effect']:.2f} of the errors"
+           " by query (`grader/clustered.py`)." if t.get("design_effect") else "")
         + (f" **Warning:** {t['small_sample_note']}." if t.get("small_sample_note") else ""),
         *_weight_ensemble_lines(m),
         *_recalibration_lines(m),

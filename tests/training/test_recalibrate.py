@@ -112,6 +112,7 @@ def test_an_adopted_head_gets_a_calibration_map_of_its_own(tmp_path, human):
         manifest = read_bundle(out).manifest
         assert report["head_adopted"] is adopt
         assert report["thresholds"]["design_effect"] >= 1.0  # the band was tested knowing each pair's query
+        assert "design effect" in (out / "MODEL_CARD.md").read_text(encoding="utf-8")
         runs[adopt] = (manifest.calibration, manifest.metrics["recalibration"].get("calibration_map"),
                        report["held_out_metrics"]["measured_on"])
     assert runs[False][:2] == (source, "kept (all labels tested)")  # the shipped head keeps the shipped map
