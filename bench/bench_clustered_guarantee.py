@@ -17,7 +17,6 @@ Run: python bench/bench_clustered_guarantee.py --data ../shared/data/stackfaq/pa
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -30,17 +29,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_learning_curve import _apply  # noqa: E402
+from bench_learning_curve import _apply, _sample_queries  # noqa: E402
+from domain_runs import main_over_domains  # noqa: E402
 
 
 def _whole_queries(by_query: dict, order: list, budget: int) -> list:
-    chosen, n = [], 0
-    for qid in order:
-        if n >= budget:
-            break
-        chosen.append(qid)
-        n += len(by_query[qid])
-    return chosen
+    """Whole queries, in ``order``, until about ``budget`` pairs (as a list, in that order)."""
+    chosen = _sample_queries(by_query, order, budget)
+    return [q for q in order if q in chosen]
 
 
 def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: float, delta: float,
@@ -106,27 +102,7 @@ def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", required=True, help="labelled pair files, one domain each")
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--budgets", type=int, nargs="+", default=[600, 1000, 2000])
-    parser.add_argument("--splits", type=int, default=100)
-    parser.add_argument("--target-error", type=float, default=0.05)
-    parser.add_argument("--delta", type=float, default=0.1)
-    parser.add_argument("--max-pairs", type=int, default=8000, help="pairs scored per domain (whole queries)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    from grader import load_grader
-
-    grader = load_grader(args.model)
-    report = {"model": args.model, "target_error": args.target_error, "delta": args.delta,
-              "domains": [run_domain(grader, Path(p), budgets=args.budgets, splits=args.splits,
-                                     target=args.target_error, delta=args.delta, max_pairs=args.max_pairs,
-                                     seed=args.seed) for p in args.data]}
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    main_over_domains(__doc__, run_domain, budgets=[600, 1000, 2000], splits=100, max_pairs=8000)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Run: python bench/bench_labels_needed.py --data ../shared/data/covidfaq/pairs.js
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -26,6 +25,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from domain_runs import main_over_domains  # noqa: E402
 
 ESTIMATE = re.compile(r"about (\d+) labelled pairs")
 
@@ -96,27 +97,7 @@ def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", required=True, help="labelled pair files, one domain each")
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--budgets", type=int, nargs="+", default=[200, 400])
-    parser.add_argument("--splits", type=int, default=30)
-    parser.add_argument("--target-error", type=float, default=0.05)
-    parser.add_argument("--delta", type=float, default=0.1)
-    parser.add_argument("--max-pairs", type=int, default=2000, help="pairs scored per domain (whole queries)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    from grader import load_grader
-
-    grader = load_grader(args.model)
-    report = {"model": args.model, "target_error": args.target_error, "delta": args.delta,
-              "domains": [run_domain(grader, Path(p), budgets=args.budgets, splits=args.splits,
-                                     target=args.target_error, delta=args.delta, max_pairs=args.max_pairs,
-                                     seed=args.seed) for p in args.data]}
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    main_over_domains(__doc__, run_domain, budgets=[200, 400], splits=30, max_pairs=2000)
 
 
 if __name__ == "__main__":
