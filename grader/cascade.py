@@ -65,9 +65,11 @@ def policy_for_target(
     max_escalation: float | None = None,
     delta: float | None = None,
 ) -> ThresholdChoice:
-    """Thresholds for a target chosen on a labelled calibration set scored by ``primary``."""
+    """Thresholds for a target chosen on a labelled calibration set scored by ``primary`` (a guarantee counts
+    the pairs of one query as the clustered draws they are)."""
     probs = primary.probabilities(primary.score_pairs(list(pairs)).logits)
-    return choose_thresholds(probs, list(labels), max_error=max_error, max_escalation=max_escalation, delta=delta)
+    return choose_thresholds(probs, list(labels), max_error=max_error, max_escalation=max_escalation, delta=delta,
+                             clusters=[query for query, _ in pairs])
 
 
 class CascadeGrader:

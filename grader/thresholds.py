@@ -122,11 +122,14 @@ def choose_thresholds(
     delta: float | None = None,
     groups: Any = None,
     error_estimate: str = "counted",
+    clusters: Any = None,
 ) -> ThresholdChoice:
     """Pick (lower, upper) for one target; see the module docstring.
 
     ``groups`` (one name per pair: a domain or source) makes a ``max_error`` target hold in every group,
     not only on the pooled data: the worst domain decides, and the choice reports each group's figures.
+    ``clusters`` (one id per pair, its query) makes a guarantee (``delta``) count effective pairs
+    (:mod:`grader.clustered`).
     ``error_estimate="calibrated"`` (no ``delta``) chooses on the errors the calibrated probabilities expect
     rather than on the labelled errors counted: on a few hundred labels, counting picks the band that was
     luckiest on those pairs, while the expectation depends on the labels only through the calibration map
@@ -145,7 +148,8 @@ def choose_thresholds(
         raise ConfigError("delta (a confidence level) only applies to a max_error target")
     p, y = _check(probs, labels)
     if delta is not None and max_error is not None:
-        return _learn_then_test(p, y, max_error, delta, groups=_group_names(groups, p.size))
+        return _learn_then_test(p, y, max_error, delta, groups=_group_names(groups, p.size),
+                                clusters=None if clusters is None else np.asarray(clusters))
     n = p.size
     weights = p if error_estimate == "calibrated" else y
     t = _table(p, weights)
@@ -217,13 +221,20 @@ def per_group_figures(probs: Any, labels: Any, groups: Any, policy: ThresholdPol
 
 
 def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, seed: int = 0,
-                     groups: np.ndarray | None = None) -> ThresholdChoice:
-    """Learn-then-Test on a random half split of one labelled set (see :func:`learn_then_test`)."""
+                     groups: np.ndarray | None = None, clusters: np.ndarray | None = None) -> ThresholdChoice:
+    """Learn-then-Test on a random half split of one labelled set (see :func:`learn_then_test`); with
+    ``clusters``, whole clusters go to one half, so the test half is independent of the fit half."""
     rng = np.random.default_rng(seed)
-    order = rng.permutation(p.size)
-    fit_idx, test_idx = order[: p.size // 2], order[p.size // 2 :]
+    if clusters is None:
+        order = rng.permutation(p.size)
+        fit_idx, test_idx = order[: p.size // 2], order[p.size // 2 :]
+    else:
+        names = rng.permutation(np.unique(clusters))
+        in_fit = np.isin(clusters, names[: names.size // 2])
+        fit_idx, test_idx = np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
     return learn_then_test(p[fit_idx], y[fit_idx], p[test_idx], y[test_idx], alpha, delta,
-                           groups=None if groups is None else groups[test_idx])
+                           groups=None if groups is None else groups[test_idx],
+                           clusters=None if clusters is None else clusters[test_idx])
 
 
 def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_test: np.ndarray, alpha: float,

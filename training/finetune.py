@@ -437,7 +437,7 @@ def _finish(
     groups = [domain_of(p) for p in val.pairs] if config.threshold_groups == "domain" else None
     choice = choose_thresholds(
         probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta,
-        groups=groups,
+        groups=groups, clusters=[p.query_id for p in val.pairs],
     )
     metrics = compute_metrics(val.pairs, probs, choice.policy)
     auto_decided = round((1.0 - choice.escalation_rate) * len(val.pairs))

@@ -76,3 +76,15 @@ def test_labels_needed_counts_every_label_as_a_test_and_more_when_errors_bunch()
     assert labels_needed_all_tested(p, bunched, 0.05, 0.1, 0.5, clusters=np.arange(400) // 10) > \
         labels_needed_all_tested(p, bunched, 0.05, 0.1, 0.5)
     assert labels_needed_all_tested(p, 1 - y, 0.05, 0.1, 0.5) is None  # every band wrong: labels will not help
+
+
+def test_choose_thresholds_with_a_guarantee_tests_whole_queries():
+    from grader.thresholds import choose_thresholds
+
+    rng = np.random.default_rng(3)
+    clusters = np.repeat(np.arange(80), 20)
+    p = rng.beta(0.5, 0.5, clusters.size)
+    y = (rng.random(clusters.size) < p).astype(int)
+    choice = choose_thresholds(p, y, max_error=0.1, delta=0.1, clusters=clusters)
+    assert choice.feasible and choice.design_effect >= 1.0
+    assert choose_thresholds(p, y, max_error=0.1, delta=0.1).design_effect is None  # pairs as independent draws
