@@ -6,8 +6,9 @@ pairs come in clusters, and a query the model misreads brings several errors at 
 every pair of up to ``--max-pairs`` (whole queries) is scored once with the shipped grader; then, for each
 label budget and each of ``--splits`` random samples of whole queries, the bundle's calibration map is kept
 and the label-free candidate bands are tested on the sampled labels in a fixed sequence, exactly as
-`crag calibrate` does below 600 labels, twice: counting pairs as independent (before 2026-12-05) and counting
-effective pairs by query (`grader.clustered`, now). Each chosen band's error is then measured on every pair
+`crag calibrate` does below 600 labels, counting pairs as independent (before 2026-12-05) and counting
+effective pairs by query (`grader.clustered`, now) with three upper confidence levels of the clustered
+variance (0.97 ships). Each chosen band's error is then measured on every pair
 scored (the best estimate here of its true error on that data); a violation is a band above the target.
 The guarantee allows violations in at most delta of the samples.
 
@@ -32,6 +33,12 @@ sys.path.insert(0, str(ROOT))
 from bench_learning_curve import _apply, _sample_queries  # noqa: E402
 from domain_runs import main_over_domains  # noqa: E402
 
+SHIPPED_LEVEL = 0.97  # grader.clustered.VARIANCE_CONFIDENCE as shipped
+# (name, cluster the pairs by query?, upper confidence of the clustered variance)
+VARIANTS = (("pairs independent", None, SHIPPED_LEVEL), ("pairs by query, variance bound 0.9", True, 0.9),
+            ("pairs by query (shipped, 0.97)", True, SHIPPED_LEVEL),
+            ("pairs by query, variance bound 0.99", True, 0.99))
+
 
 def _whole_queries(by_query: dict, order: list, budget: int) -> list:
     """Whole queries, in ``order``, until about ``budget`` pairs (as a list, in that order)."""
@@ -41,6 +48,7 @@ def _whole_queries(by_query: dict, order: list, budget: int) -> list:
 
 def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: float, delta: float,
                max_pairs: int, seed: int) -> dict:
+    from grader import clustered
     from grader.shift import not_monitored
     from grader.thresholds import fixed_sequence_test, label_free_bands
     from training.data import load_pairs, model_decided
@@ -68,7 +76,7 @@ def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: f
     rows = []
     for budget in budgets:
         tally = {name: {"feasible": 0, "violations": 0, "errors": [], "escalations": [], "deff": []}
-                 for name in ("pairs independent", "pairs by query")}
+                 for name, _, _ in VARIANTS}
         for s in range(splits):
             order = list(kept)
             random.Random(1000 * budget + s).shuffle(order)
@@ -77,8 +85,10 @@ def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: f
                 continue  # calibrate refuses a guarantee on so few queries
             sample = np.array([i for q in sampled for i in positions[q]])
             bands = label_free_bands(probs[sample], grader.policy.decision)
-            for name, clusters in (("pairs independent", None), ("pairs by query", qids[sample])):
-                choice = fixed_sequence_test(bands, probs[sample], y[sample], target, delta, clusters=clusters)
+            for name, clusters, level in VARIANTS:
+                clustered.VARIANCE_CONFIDENCE = level
+                choice = fixed_sequence_test(bands, probs[sample], y[sample], target, delta,
+                                             clusters=None if clusters is None else qids[sample])
                 if choice is None:
                     continue
                 error, escalation = _apply(choice.policy, probs, y)
@@ -88,6 +98,7 @@ def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: f
                 t["errors"].append(error)
                 t["escalations"].append(escalation)
                 t["deff"].append(choice.design_effect or 1.0)
+        clustered.VARIANCE_CONFIDENCE = SHIPPED_LEVEL
         row = {"labels": budget, "splits": splits}
         for name, t in tally.items():
             row[name] = {"shown_share": round(t["feasible"] / splits, 3),
