@@ -6,7 +6,7 @@ pairs come in clusters, and a query the model misreads brings several errors at 
 every pair of up to ``--max-pairs`` (whole queries) is scored once with the shipped grader; then, for each
 label budget and each of ``--splits`` random samples of whole queries, the bundle's calibration map is kept
 and the label-free candidate bands are tested on the sampled labels in a fixed sequence, exactly as
-`crag calibrate` does below 600 labels, counting pairs as independent (before 2026-12-05) and counting
+`crag calibrate` does below 2,500 labels, counting pairs as independent (before 2026-12-05) and counting
 effective pairs by query (`grader.clustered`, now) with three upper confidence levels of the clustered
 variance (0.97 ships). Each chosen band's error is then measured on every pair
 scored (the best estimate here of its true error on that data); a violation is a band above the target.

@@ -205,8 +205,10 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
     groups = groups_of(data.pairs, group_by)
     ce_logits, cosine = fusion_inputs(source, data.pairs)
     choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups or ["all"] * len(data.pairs))
+    # the fused score is new: the source's map (of its cross-encoder's logits) must never be kept for it
     recal = recalibrate(source, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
-                        method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine))
+                        method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine),
+                        calibration_map="refit")
     probe = data.pairs[:: max(1, len(data.pairs) // max(1, probe_pairs))]
     written, parity = write_fused_bundle(source, out, choice, recal, data, probe=probe, int8_only=int8_only,
                                          max_flip=max_flip)

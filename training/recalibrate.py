@@ -58,7 +58,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 FIT_SHARE = 0.5
 MIN_GUARANTEE_QUERIES = 30
-REFIT_MIN_PAIRS = 600  # below this, `auto` keeps the bundle's calibration map and tests on every label
+# With a guarantee, below this many labels `auto` keeps the bundle's calibration map and tests on every label:
+# measured up to 2,000 labels on two domains, keeping was shown more often and escalated no more than refitting on
+# half and testing the other half (bench/bench_learning_curve.py --calibration-map keep|refit, README).
+KEEP_MAP_BELOW_PAIRS = 2500
+# Without one, below this many labels `auto` chooses the band on the errors the fitted map expects.
+CALIBRATED_ESTIMATE_BELOW_PAIRS = 600
 
 
 @dataclass
@@ -163,9 +168,9 @@ def _infeasible(target_error: float, delta: float, n_pairs: int, need: int | Non
     elif need > n_pairs:
         how = (f"about {need} labelled pairs of this data would be needed (you gave {n_pairs}; estimated from these "
                "labels: a rough guide, not a promise)")
-        if kept_map and keep_beyond_auto and need >= REFIT_MIN_PAIRS:
-            how += (f", tested with the bundle's map kept (`--calibration-map keep`: from {REFIT_MIN_PAIRS} labels "
-                    "calibrate otherwise fits a new map on half of them and tests only the other half)")
+        if kept_map and keep_beyond_auto and need >= KEEP_MAP_BELOW_PAIRS:
+            how += (f", tested with the bundle's map kept (`--calibration-map keep`: from {KEEP_MAP_BELOW_PAIRS} "
+                    "labels calibrate otherwise fits a new map on half of them and tests only the other half)")
     elif groups is not None and len(set(groups.tolist())) > 1:
         sizes = ", ".join(f"{name} {int((groups == name).sum())}" for name in sorted(set(groups.tolist())))
         how = (f"the target must be shown in each of the {len(set(groups.tolist()))} groups (--group-by), and in at "
@@ -197,12 +202,12 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
 
     ``calibration_map``: "refit" fits a new map on half of the labels and tests thresholds on the other half;
     "keep" keeps the bundle's map and tests label-free candidate bands on *all* labels (twice the test data,
-    which is what a guarantee from a few hundred labels needs); "auto" keeps it below REFIT_MIN_PAIRS labels
+    which is what a guarantee from a few hundred labels needs); "auto" keeps it below KEEP_MAP_BELOW_PAIRS labels
     (a rule on the count only, so the guarantee stays valid) unless LLM labels are given to fit a map.
 
     ``error_estimate`` (no guarantee only): "counted" chooses the band on the labelled errors, "calibrated" on
     the errors the fitted map's probabilities expect (far less optimistic on a few hundred labels); "auto"
-    takes "calibrated" below REFIT_MIN_PAIRS labels."""
+    takes "calibrated" below CALIBRATED_ESTIMATE_BELOW_PAIRS labels."""
     if calibration_map not in ("auto", "refit", "keep"):
         raise ConfigError(f"calibration_map must be auto, refit or keep, got {calibration_map!r}")
     if error_estimate not in ("auto", "counted", "calibrated"):
@@ -225,7 +230,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
                           f"of at least {MIN_GUARANTEE_QUERIES} (pairs of one query are alike and new queries differ, "
                           "so a few queries are not evidence about the next ones): label pairs of more queries "
                           "(`crag calibrate --suggest` spreads them), or pass --no-guarantee. Nothing was written.")
-    keep_map = calibration_map == "keep" or (calibration_map == "auto" and len(pairs) < REFIT_MIN_PAIRS
+    keep_map = calibration_map == "keep" or (calibration_map == "auto" and len(pairs) < KEEP_MAP_BELOW_PAIRS
                                              and llm_labels is None)
     if delta is not None and target_error is not None and keep_map:
         calibrator = grader.calibrator
@@ -266,7 +271,8 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         fx, fy, fw, used = _with_llm_labels(grader, pairs, logits, set(), pairs, llm_labels)
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
-        estimated = error_estimate == "calibrated" or (error_estimate == "auto" and len(pairs) < REFIT_MIN_PAIRS)
+        estimated = error_estimate == "calibrated" or (error_estimate == "auto"
+                                                       and len(pairs) < CALIBRATED_ESTIMATE_BELOW_PAIRS)
         choice = choose_thresholds(probs, y, max_error=target_error, max_escalation=target_escalation, groups=g,
                                    error_estimate="calibrated" if estimated else "counted")
         auto_test = round((1.0 - choice.escalation_rate) * len(pairs))

@@ -121,3 +121,17 @@ def test_crag_fuse_input_errors(tiny_onnx_bundle, squad_pairs_file, tmp_path, ca
     assert main(["fuse", "--model", str(tiny_onnx_bundle), "--data", str(squad_pairs_file), "--group-by", "nothing",
                  "--out", str(tmp_path / "x")]) == 2
     assert "no pair has that field" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_a_fuse_with_a_guarantee_fits_a_calibration_map_of_the_fused_score(tiny_onnx_bundle, squad_pairs_file,
+                                                                           tmp_path):
+    """The source bundle's map reads its cross-encoder's logits, not the fused score: with a guarantee on few
+    labels `auto` keeps a bundle's map, which fuse must never do."""
+    from models import read_bundle
+    from training.fusion import fuse_bundle
+
+    out = tmp_path / "fused"
+    report = fuse_bundle(tiny_onnx_bundle, squad_pairs_file, out, group_by=None, target_error=0.5, delta=0.5,
+                         max_flip=0.5)
+    assert report["thresholds"]["feasible"] and report["thresholds"]["design_effect"] >= 1.0
+    assert read_bundle(out).manifest.calibration != read_bundle(tiny_onnx_bundle).manifest.calibration

@@ -95,7 +95,7 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
 
 
 def test_an_adopted_head_gets_a_calibration_map_of_its_own(tmp_path, human):
-    """With fewer than 600 labels calibrate keeps the bundle's map and tests on every label; that map belongs to
+    """With fewer than 2,500 labels calibrate keeps the bundle's map and tests on every label; that map belongs to
     the shipped head's scores, so adapt must refit it when it adopts a new head (it kept it before)."""
     from models import read_bundle
     from training.adapt import adapt_bundle
@@ -189,10 +189,10 @@ def test_an_infeasible_target_is_explained_by_what_actually_failed():
     short = str(_infeasible(0.05, 0.1, 200, 900))
     assert "about 900 labelled pairs of this data would be needed (you gave 200; estimated" in short
     assert "--calibration-map keep" not in short
-    # from 600 labels `auto` would refit the map on half of them: the estimate is for testing every label
-    beyond = str(_infeasible(0.05, 0.1, 200, 900, kept_map=True, keep_beyond_auto=True))
+    # from 2,500 labels `auto` would refit the map on half of them: the estimate is for testing every label
+    beyond = str(_infeasible(0.05, 0.1, 200, 2900, kept_map=True, keep_beyond_auto=True))
     assert "tested with the bundle's map kept (`--calibration-map keep`" in beyond
-    assert "--calibration-map" not in str(_infeasible(0.05, 0.1, 200, 450, kept_map=True, keep_beyond_auto=True))
+    assert "--calibration-map" not in str(_infeasible(0.05, 0.1, 200, 900, kept_map=True, keep_beyond_auto=True))
     assert "will not help" in str(_infeasible(0.05, 0.1, 200, None))
     # enough pairs on the pool: the groups (or the test half) are what failed, never "you gave more than needed"
     grouped = str(_infeasible(0.05, 0.1, 4154, 295, np.array(["web", "web", "faq"])))

@@ -160,7 +160,7 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
                         "new bundle directory (with --suggest: the JSONL of pairs to label)")
     p.add_argument("--calibration-map", choices=["auto", "refit", "keep"], default="auto",
                    help="keep the bundle's map and test thresholds on every label, or refit it on half of them "
-                        "(auto: keep below 600 labels)")
+                        "(auto: keep below 2,500 labels)")
     p.add_argument("--llm-labels", metavar="JSONL",
                    help="LLM-labelled pairs (the cascade's escalation log, or `crag label` output): they help fit "
                         "the calibration map, weighted by the LLM's accuracy; thresholds are tested on human labels")
