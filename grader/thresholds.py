@@ -201,10 +201,16 @@ def _group_names(groups: Any, n: int) -> np.ndarray | None:
     return g
 
 
+def _decided_and_wrong(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: decided without the LLM, and decided wrongly."""
+    accept, reject = p >= policy.upper, p <= policy.lower
+    return accept | reject, (accept & (y == 0)) | (reject & (y == 1))
+
+
 def _auto_counts(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[int, int]:
     """(auto-decided pairs, errors among them) of a band on labelled data."""
-    accept, reject = p >= policy.upper, p <= policy.lower
-    return int((accept | reject).sum()), int(((accept & (y == 0)) | (reject & (y == 1))).sum())
+    decided, wrong = _decided_and_wrong(p, y, policy)
+    return int(decided.sum()), int(wrong.sum())
 
 
 def per_group_figures(probs: Any, labels: Any, groups: Any, policy: ThresholdPolicy) -> dict[str, dict[str, float]]:
@@ -280,12 +286,6 @@ def label_free_bands(probs: np.ndarray, decision: float, levels: int = 101) -> l
             lower, upper = decision, decision
         bands.append(ThresholdPolicy(lower=lower, upper=max(upper, lower), decision=decision))
     return bands
-
-
-def _decided_and_wrong(p: np.ndarray, y: np.ndarray, policy: ThresholdPolicy) -> tuple[np.ndarray, np.ndarray]:
-    """Per pair: decided without the LLM, and decided wrongly."""
-    accept, reject = p >= policy.upper, p <= policy.lower
-    return accept | reject, (accept & (y == 0)) | (reject & (y == 1))
 
 
 def fixed_sequence_test(bands: list[ThresholdPolicy], p_test: np.ndarray, y_test: np.ndarray, alpha: float,
