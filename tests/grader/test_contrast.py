@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from grader import ThresholdPolicy, decide, load_grader
+from grader import ThresholdPolicy, decide
 from grader.cascade import CascadeGrader
 from grader.contrast import contrast_reason
 from grader.llm import LLMConfig, LLMGrader
@@ -36,8 +36,8 @@ def test_contrast_reason(query, text, flagged):
 
 
 @pytest.fixture(scope="module")
-def grader():
-    return load_grader("default", threads=1)
+def grader(swap_grader):
+    return swap_grader
 
 
 def test_a_swapped_opposite_is_scored_but_not_accepted(grader):

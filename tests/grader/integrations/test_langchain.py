@@ -30,13 +30,13 @@ def test_compressor_drops_irrelevant_and_annotates_without_touching_inputs(small
     assert [d.id for d in asyncio.run(strict.acompress_documents(DOCS, QUERY))] == ["d0"]
 
 
-def test_a_withheld_swap_is_routed_as_uncertain_and_says_why(small):
+def test_a_withheld_swap_is_routed_as_uncertain_and_says_why(swap_grader):
     swapped = Document(page_content="Right ventricular hypertrophy is treated by addressing the pulmonary cause.",
                        id="swap")
-    (kept,) = CragDocumentCompressor(grader=small).compress_documents([swapped], "left ventricular hypertrophy "
-                                                                                 "treatment")
+    (kept,) = CragDocumentCompressor(grader=swap_grader).compress_documents([swapped], "left ventricular "
+                                                                                       "hypertrophy treatment")
     assert kept.metadata["crag_uncertain"] and "'right ventricular'" in kept.metadata["crag_withheld"]
-    assert not CragDocumentCompressor(grader=small, keep_uncertain=False).compress_documents(
+    assert not CragDocumentCompressor(grader=swap_grader, keep_uncertain=False).compress_documents(
         [swapped], "left ventricular hypertrophy treatment")
 
 

@@ -214,14 +214,12 @@ def test_refine_grades_and_keeps_a_repeated_sentence_once(grader):
         "Links expire in a day."])
 
 
-def test_refine_leaves_out_a_sentence_about_the_opposite_of_the_question():
-    from grader import load_grader
+def test_refine_leaves_out_a_sentence_about_the_opposite_of_the_question(swap_grader):
     from pipeline.corrective.correction import refine
 
     chunk = make_chunk("cardio", "Right ventricular hypertrophy is treated by addressing the pulmonary cause. "
                                  "Hypertrophy means the heart muscle has thickened.")
-    strips = refine("left ventricular hypertrophy treatment", [chunk], load_grader("default", threads=1),
-                    min_probability=0.0)
+    strips = refine("left ventricular hypertrophy treatment", [chunk], swap_grader, min_probability=0.0)
     assert [s.text for s in strips] == ["Hypertrophy means the heart muscle has thickened."]
 
 

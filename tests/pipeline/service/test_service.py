@@ -77,19 +77,22 @@ def test_grade_matches_the_grader_and_keeps_order(tmp_path, keys, grader):
     assert [g["chunk_id"] for g in by_both["grades"]] == ["p", None]
     assert too_long.status_code == 422 and "8000" in too_long.text
     assert not_text.status_code == 422
-    swapped = {"query": "left ventricular hypertrophy treatment",
-               "chunks": [{"text": "Right ventricular hypertrophy is treated by addressing the pulmonary cause."}]}
-    with _client(tmp_path, keys, grader) as client:
-        (got,) = client.post("/v1/grade", json=swapped, headers=_auth(keys[1]["a"])).json()["grades"]
-    (direct_swap,) = grader.grade(swapped["query"], [swapped["chunks"][0]["text"]])
-    assert got["withheld"] is direct_swap.withheld is True and got["uncertain"] is True
-    assert got["reason"] == direct_swap.reason
     page = " ".join(f"Sentence {i} of a long page about the history of Normandy and its dukes." for i in range(40))
     with _client(tmp_path, keys, grader) as client:
         (long_grade,) = client.post("/v1/grade", json={"query": "Who ruled Normandy?", "chunks": [page]},
                                     headers=_auth(keys[1]["a"])).json()["grades"]
     (direct_long,) = grader.grade("Who ruled Normandy?", [page])
     assert long_grade["windows"] == direct_long.windows > 1  # a long chunk says how much of it was read
+
+
+def test_a_withheld_swapped_opposite_says_so_and_why(tmp_path, keys, swap_grader):
+    swapped = {"query": "left ventricular hypertrophy treatment",
+               "chunks": [{"text": "Right ventricular hypertrophy is treated by addressing the pulmonary cause."}]}
+    with _client(tmp_path, keys, swap_grader) as client:
+        (got,) = client.post("/v1/grade", json=swapped, headers=_auth(keys[1]["a"])).json()["grades"]
+    (direct_swap,) = swap_grader.grade(swapped["query"], [swapped["chunks"][0]["text"]])
+    assert got["withheld"] is direct_swap.withheld is True and got["uncertain"] is True
+    assert got["reason"] == direct_swap.reason
 
 
 def test_concurrent_callers_are_batched_but_never_influence_each_other(tmp_path, keys, grader):
