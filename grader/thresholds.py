@@ -300,37 +300,40 @@ def fixed_sequence_test(bands: list[ThresholdPolicy], p_test: np.ndarray, y_test
     gt = np.asarray(groups) if groups is not None else np.zeros(p_test.size, dtype=str)
     ct = None if clusters is None else np.asarray(clusters)
     names = np.unique(gt)
-    target = {"max_error": alpha, "max_escalation": None, "delta": delta}
-    chosen: ThresholdChoice | None = None
-    # bands deciding too few pairs to ever reject are skipped, not failed: whether a band is skipped depends on
-    # the probabilities only, never on the labels, so the fixed sequence stays valid
-    fewest = min_auto_decided(alpha, delta / len(names))
-    for band in bands:
-        decided, wrong = _decided_and_wrong(p_test, y_test, band)
-        auto, errors = int(decided.sum()), int(wrong.sum())
-        if auto < fewest:
-            continue
-        passed = True
+
+    def shown_in_every_group(decided: np.ndarray, wrong: np.ndarray) -> bool:
         for name in names:
             mine = gt == name
             g_auto, g_err = int(decided[mine].sum()), int(wrong[mine].sum())
             deff = design_effect(wrong[mine], decided[mine], None if ct is None else ct[mine])
             if g_auto and risk_above_p_value(*effective_counts(g_err, g_auto, deff), alpha) > delta / len(names):
-                passed = False
-                break
-        if not passed:
+                return False
+        return True
+
+    # bands deciding too few pairs to ever reject are skipped, not failed: whether a band is skipped depends on
+    # the probabilities only, never on the labels, so the fixed sequence stays valid
+    fewest = min_auto_decided(alpha, delta / len(names))
+    last: ThresholdPolicy | None = None
+    for band in bands:
+        decided, wrong = _decided_and_wrong(p_test, y_test, band)
+        if int(decided.sum()) < fewest:
+            continue
+        if not shown_in_every_group(decided, wrong):
             break  # cannot reject "risk > alpha" here: stop the fixed sequence
-        deff = design_effect(wrong, decided, ct)
-        eff_errors, eff_auto = effective_counts(errors, auto, deff)
-        chosen = ThresholdChoice(
-            policy=band, target=target, feasible=True, n=n or int(p_test.size),
-            escalation_rate=float(1.0 - auto / p_test.size), auto_error_rate=errors / auto,
-            auto_error_upper_bound=float(clopper_pearson_upper(np.array([eff_errors]), np.array([eff_auto]),
-                                                               delta)[0]),
-            per_group=None if groups is None else per_group_figures(p_test, y_test, gt, band),
-            design_effect=None if ct is None else round(deff, 3),
-        )
-    return chosen
+        last = band
+    if last is None:
+        return None
+    decided, wrong = _decided_and_wrong(p_test, y_test, last)
+    auto, errors = int(decided.sum()), int(wrong.sum())
+    deff = design_effect(wrong, decided, ct)
+    eff_errors, eff_auto = effective_counts(errors, auto, deff)
+    return ThresholdChoice(
+        policy=last, target={"max_error": alpha, "max_escalation": None, "delta": delta}, feasible=True,
+        n=n or int(p_test.size), escalation_rate=float(1.0 - auto / p_test.size), auto_error_rate=errors / auto,
+        auto_error_upper_bound=float(clopper_pearson_upper(np.array([eff_errors]), np.array([eff_auto]), delta)[0]),
+        per_group=None if groups is None else per_group_figures(p_test, y_test, gt, last),
+        design_effect=None if ct is None else round(deff, 3),
+    )
 
 
 def min_auto_decided(alpha: float, delta: float) -> int:
