@@ -363,20 +363,32 @@ def _fewest_to_show(err: float, alpha: float, delta: float) -> int:
     return lo
 
 
+def _least_labels(bands: list[ThresholdPolicy], p: np.ndarray, y: np.ndarray, alpha: float, delta: float,
+                  tested_share: float, clusters: Any = None) -> int | None:
+    """The fewest labelled pairs with which one of ``bands``, at the error rate counted here, would pass the
+    binomial test when ``tested_share`` of the labels test it (auto-decided pairs inflated by the design
+    effect of its errors by query); None when every band errs at or above ``alpha``."""
+    best: int | None = None
+    for band in bands:
+        decided, wrong = _decided_and_wrong(p, y, band)
+        auto = int(decided.sum())
+        if auto == 0 or wrong.sum() / auto >= alpha:
+            continue
+        deff = design_effect(wrong, decided, clusters)
+        total = math.ceil(deff * _fewest_to_show(float(wrong.sum()) / auto, alpha, delta) * p.size
+                          / (auto * tested_share))
+        best = total if best is None else min(best, total)
+    return best
+
+
 def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float) -> int | None:
     """Estimated labelled pairs (fit + test halves) for a guaranteed band to exist; None when the model's
     error on ``p`` stays above ``alpha`` at every escalation level (more labels would not help)."""
-    best: int | None = None
-    if p.size < 2 or len(set(np.asarray(y).astype(int).tolist())) < 2:
+    p, y = np.asarray(p, dtype=np.float64), np.asarray(y).astype(int)
+    if p.size < 2 or len(set(y.tolist())) < 2:
         return None
-    for level in np.linspace(0.95, 0.0, 20):
-        choice = choose_thresholds(p, y, max_escalation=float(level))
-        err, auto_share = choice.auto_error_rate, 1.0 - choice.escalation_rate
-        if err >= alpha or auto_share <= 0:
-            continue
-        total = math.ceil(2 * _fewest_to_show(err, alpha, delta) / auto_share)
-        best = total if best is None else min(best, total)
-    return best
+    bands = [choose_thresholds(p, y, max_escalation=float(level)).policy for level in np.linspace(0.95, 0.0, 20)]
+    return _least_labels(bands, p, y, alpha, delta, tested_share=0.5)
 
 
 def labels_needed_all_tested(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, decision: float,
@@ -389,16 +401,8 @@ def labels_needed_all_tested(p: np.ndarray, y: np.ndarray, alpha: float, delta: 
     p, y = np.asarray(p, dtype=np.float64), np.asarray(y).astype(int)
     if p.size < 2 or len(set(y.tolist())) < 2:
         return None
-    best: int | None = None
-    for band in label_free_bands(p, decision, levels=21):
-        decided, wrong = _decided_and_wrong(p, y, band)
-        auto = int(decided.sum())
-        if auto == 0 or wrong.sum() / auto >= alpha:
-            continue
-        deff = design_effect(wrong, decided, clusters)
-        total = math.ceil(deff * _fewest_to_show(float(wrong.sum()) / auto, alpha, delta) * p.size / auto)
-        best = total if best is None else min(best, total)
-    return best
+    return _least_labels(label_free_bands(p, decision, levels=21), p, y, alpha, delta, tested_share=1.0,
+                         clusters=clusters)
 
 
 def tradeoff_curve(probs: Any, labels: Any, points: int = 21) -> list[dict[str, float]]:
