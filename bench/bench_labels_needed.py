@@ -26,21 +26,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_clustered_guarantee import _whole_queries  # noqa: E402
 from domain_runs import main_over_domains  # noqa: E402
 
 ESTIMATE = re.compile(r"about (\d+) labelled pairs")
 
 
 def _sample(by_query: dict, queries: list, seed: int, budget: int) -> list:
+    """The pairs of whole queries, in a shuffled order, until about ``budget``."""
     order = list(queries)
     random.Random(seed).shuffle(order)
-    chosen, n = [], 0
-    for qid in order:
-        if n >= budget:
-            break
-        chosen.extend(by_query[qid])
-        n += len(by_query[qid])
-    return chosen
+    return [p for qid in _whole_queries(by_query, order, budget) for p in by_query[qid]]
 
 
 def run_domain(grader, path: Path, *, budgets: list[int], splits: int, target: float, delta: float,
