@@ -240,17 +240,20 @@ def _learn_then_test(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, s
         fit_idx, test_idx = np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
     return learn_then_test(p[fit_idx], y[fit_idx], p[test_idx], y[test_idx], alpha, delta,
                            groups=None if groups is None else groups[test_idx],
-                           clusters=None if clusters is None else clusters[test_idx])
+                           clusters=None if clusters is None else clusters[test_idx],
+                           fit_clusters=None if clusters is None else clusters[fit_idx])
 
 
 def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_test: np.ndarray, alpha: float,
-                    delta: float, *, groups: np.ndarray | None = None, clusters: Any = None) -> ThresholdChoice:
+                    delta: float, *, groups: np.ndarray | None = None, clusters: Any = None,
+                    fit_clusters: Any = None) -> ThresholdChoice:
     """Bands ordered widest to narrowest on the fit part, tested in that fixed sequence on the test part.
 
     With ``groups`` (one name per test pair), every group must reject "risk > alpha" (Bonferroni:
     delta / number of groups); ``clusters`` (one id per test pair, its query) as in :func:`fixed_sequence_test`.
     When nothing passes, the choice is infeasible and says how many labelled pairs would be needed
-    (``labels_needed``, an estimate from the fit part's error rates).
+    (``labels_needed``, an estimate from the fit part's error rates, inflated by the design effect of their
+    errors by query when ``fit_clusters`` names the fit pairs' queries).
     """
     p_fit, y_fit, p_test, y_test = (np.asarray(a, dtype=np.float64) for a in (p_fit, y_fit, p_test, y_test))
     y_fit, y_test = y_fit.astype(int), y_test.astype(int)
@@ -264,7 +267,7 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
     if chosen is None:
         return ThresholdChoice(policy=ThresholdPolicy(lower=0.0, upper=1.0), target=target, feasible=False,
                                n=n, escalation_rate=1.0, auto_error_rate=0.0, auto_error_upper_bound=None,
-                               labels_needed=labels_needed(p_fit, y_fit, alpha, delta))
+                               labels_needed=labels_needed(p_fit, y_fit, alpha, delta, clusters=fit_clusters))
     return chosen
 
 
@@ -381,14 +384,16 @@ def _least_labels(bands: list[ThresholdPolicy], p: np.ndarray, y: np.ndarray, al
     return best
 
 
-def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float) -> int | None:
+def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, clusters: Any = None) -> int | None:
     """Estimated labelled pairs (fit + test halves) for a guaranteed band to exist; None when the model's
-    error on ``p`` stays above ``alpha`` at every escalation level (more labels would not help)."""
+    error on ``p`` stays above ``alpha`` at every escalation level (more labels would not help). ``clusters``
+    (one id per pair, its query) inflates the estimate by the design effect of the errors, as the test will."""
     p, y = np.asarray(p, dtype=np.float64), np.asarray(y).astype(int)
     if p.size < 2 or len(set(y.tolist())) < 2:
         return None
     bands = [choose_thresholds(p, y, max_escalation=float(level)).policy for level in np.linspace(0.95, 0.0, 20)]
-    return _least_labels(bands, p, y, alpha, delta, tested_share=0.5)
+    return _least_labels(bands, p, y, alpha, delta, tested_share=0.5,
+                         clusters=None if clusters is None else np.asarray(clusters))
 
 
 def labels_needed_all_tested(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, decision: float,

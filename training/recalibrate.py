@@ -258,7 +258,8 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
         calibrator = fit_calibrator(method, fx, fy, fw)
         probs = calibrator.predict(logits)
         choice = learn_then_test(probs[fit], y[fit], probs[test], y[test], target_error, delta,
-                                 groups=None if g is None else g[test], clusters=[pairs[i].query_id for i in test])
+                                 groups=None if g is None else g[test], clusters=[pairs[i].query_id for i in test],
+                                 fit_clusters=[pairs[i].query_id for i in fit])
         if not choice.feasible:
             raise _infeasible(target_error, delta, len(pairs), choice.labels_needed, g,
                               test_pairs=None if llm_labels is not None or groups is not None else int(test.size))

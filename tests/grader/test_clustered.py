@@ -88,3 +88,20 @@ def test_choose_thresholds_with_a_guarantee_tests_whole_queries():
     choice = choose_thresholds(p, y, max_error=0.1, delta=0.1, clusters=clusters)
     assert choice.feasible and choice.design_effect >= 1.0
     assert choose_thresholds(p, y, max_error=0.1, delta=0.1).design_effect is None  # pairs as independent draws
+
+
+def test_an_infeasible_learn_then_test_estimates_more_labels_when_the_fit_errors_bunch_by_query():
+    """The refit path's refusal (map fitted on one half, band tested on the other) counts the design effect too."""
+    from grader.thresholds import learn_then_test
+
+    rng = np.random.default_rng(4)
+    queries = np.arange(400) // 10
+    p = rng.beta(0.5, 0.5, 400)
+    y = (rng.random(400) < p).astype(int)
+    bunched = np.isin(queries, [1, 2, 3])
+    y[bunched] = 1 - y[bunched]  # three queries the model reads backwards
+    few_p, few_y = p[:6], np.array([0, 1, 0, 1, 0, 1])  # a test part far too small to show anything
+    alone = learn_then_test(p, y, few_p, few_y, 0.05, 0.1)
+    by_query = learn_then_test(p, y, few_p, few_y, 0.05, 0.1, fit_clusters=queries)
+    assert not alone.feasible and not by_query.feasible
+    assert alone.labels_needed is not None and by_query.labels_needed > alone.labels_needed
