@@ -3,59 +3,152 @@
 Documentation sites keep YAML front matter (``title:``, ``sidebar_position:``) above the text, link every
 other phrase (``[reset link](https://example.com/account/reset?from=faq)``) and wrap words in emphasis
 marks. Read raw, the front matter becomes a chunk of its own and every URL spends the grader's tokens and
-ends up in quoted answers. So the front matter is left out (its ``title`` names the document), links and
-images keep their words, reference definitions, HTML comments and emphasis marks go, and headings,
-lists, tables and code stay as they are (headings give a chunk its context; code is content).
+ends up in quoted answers. So the front matter is left out (its ``title`` names the document), and the rest
+is parsed as CommonMark (with GitHub's tables and strikethrough) by ``markdown-it-py`` and written back as
+plain text: links and images keep their words, escapes and entities are resolved (``\\*`` is ``*``,
+``&amp;`` is ``&``), reference definitions, HTML comments, tags and emphasis marks go; headings (setext
+underlines included) are written as ``#`` headings, which give a chunk its context; lists keep their
+markers, tables their rows, block quotes their ``>``; code (fenced or indented, and inline spans) is
+content and stays verbatim. Blocks keep the line spacing they had in the file.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from models.deps import require
+from pipeline.retrieval.html_text import html_to_text
 
 __all__ = ["markdown_to_text"]
 
 FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 HEADING = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
-FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)", re.MULTILINE)
-INLINE_CODE = re.compile(r"(`+[^`\n]+?`+)")
-# Every span is bounded (link text 300 characters, a URL 2,000): an opener without its closer ("[", "<!--",
-# "**") must not scan the rest of a long line from each of its positions, which made a 200 KB line of
-# openers take minutes.
-IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\([^)\n]{0,2000}\)")
-LINK = re.compile(r"\[([^\]\n]{1,300})\]\((?:[^()\s]|\([^()\s]{0,300}\)){1,2000}(?:\s+\"[^\"\n]{0,300}\")?\)")
-REFERENCE_LINK = re.compile(r"\[([^\]\n]{1,300})\]\[[^\]\n]{0,300}\]")
-AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]{1,2000})>")
-DEFINITION = re.compile(r"^[ \t]{0,3}\[[^\]\n]{1,300}\]:[ \t]*\S+.*$\n?", re.MULTILINE)
-STRONG = re.compile(r"(\*\*|__)(?=\S)(.{1,300}?)(?<=\S)\1")
-EMPHASIS = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]{1,300}?)(?<=[^\s*])\*(?![\w*])"
-                      r"|(?<![\w_])_(?=\S)([^_\n]{1,300}?)(?<=\S)_(?![\w_])")
+SILENT_INLINE = frozenset({"link_open", "link_close", "em_open", "em_close", "strong_open", "strong_close",
+                           "s_open", "s_close", "html_inline"})  # markup only: what they wrap is still text
+
+
+@cache
+def _parser() -> Any:
+    markdown_it = require("markdown_it", "rag")
+    return markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
 def markdown_to_text(raw: str) -> tuple[str, str]:
     """(title, text): the front matter's ``title`` or else the first ``# heading`` ('' when neither), and the
-    text with its markup reduced to what a reader sees. Code blocks are kept verbatim."""
+    text with its markup reduced to what a reader sees. Code is kept verbatim."""
     title = ""
     front = FRONT_MATTER.match(raw)
     if front:
         found = FRONT_TITLE.search(front.group(1) or "")
         title = found.group(1).strip().strip("'\"").strip() if found else ""
         raw = raw[front.end():]
-    pieces = FENCE.split(raw)
-    # split keeps the fence markers: prose, marker, code, marker, prose, ...; an unclosed fence runs to the end
-    out: list[str] = []
-    in_code = False
-    for index, piece in enumerate(pieces):
-        if index % 2:  # a fence marker
-            out.append(piece)
-            in_code = not in_code
-        else:
-            out.append(piece if in_code else _prose(piece))
-    text = "".join(out).strip()
+    text = _Writer().write(_parser().parse(raw)).strip()
     if not title:
         heading = HEADING.search(text)
         title = heading.group(1).strip() if heading else ""
     return title, text
+
+
+@dataclass
+class _Container:
+    """A list item or block quote the next lines are inside: its marker opens its first line; the lines after
+    are indented to match (a quote repeats its ``>``)."""
+
+    marker: str
+    repeat: bool
+    opened: bool = False
+
+    def prefix(self) -> str:
+        if self.repeat or not self.opened:
+            return self.marker
+        return " " * len(self.marker)
+
+
+class _Writer:
+    """Plain text from markdown-it's block tokens, one leaf block (heading, paragraph, code, table row...) at a
+    time, each prefixed by the list items and quotes it sits in."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.containers: list[_Container] = []
+        self.last_line: int | None = None  # where the previous block ended in the source
+        self.in_table = False  # a row of this table was written
+
+    def write(self, tokens: list[Any]) -> str:
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            kind = token.type
+            if kind == "list_item_open":
+                ordered = token.markup in (".", ")")
+                self.containers.append(_Container(f"{token.info}{token.markup} " if ordered else f"{token.markup} ",
+                                                  repeat=False))
+            elif kind == "blockquote_open":
+                self.containers.append(_Container("> ", repeat=True))
+            elif kind in ("list_item_close", "blockquote_close"):
+                self.containers.pop()
+            elif kind == "heading_open":
+                level = int(token.tag[1:])
+                self._block(token.map, ["#" * level + " " + _inline(tokens[i + 1])])
+                i += 2
+            elif kind == "paragraph_open":
+                self._block(token.map, _inline(tokens[i + 1]).split("\n"))
+                i += 2
+            elif kind == "fence":
+                self._block(token.map, [token.markup + token.info, *token.content.rstrip("\n").split("\n"),
+                                        token.markup])
+            elif kind == "code_block":
+                self._block(token.map, token.content.rstrip("\n").split("\n"))
+            elif kind == "html_block":
+                readable = html_to_text(_without_comments(token.content))[1].strip()
+                if readable:
+                    self._block(token.map, readable.split("\n"))
+            elif kind == "tr_open":
+                cells = []
+                while tokens[i].type != "tr_close":
+                    if tokens[i].type == "inline":
+                        cells.append(_inline(tokens[i]))
+                    i += 1
+                where = token.map
+                if self.in_table and where and self.last_line is not None:  # the delimiter row is no gap
+                    where = [self.last_line, where[1]]
+                self._block(where, ["|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"])
+                self.in_table = True
+            elif kind == "table_close":
+                self.in_table = False
+            i += 1
+        return "".join(self.out)
+
+    def _block(self, where: list[int] | None, lines: list[str]) -> None:
+        start, end = where if where else (self.last_line or 0, self.last_line or 0)
+        if self.out:
+            self.out.append("\n\n" if self.last_line is not None and start > self.last_line else "\n")
+        written = []
+        for line in lines:
+            written.append("".join(c.prefix() for c in self.containers) + line)
+            for container in self.containers:
+                container.opened = True
+        self.out.append("\n".join(written))
+        self.last_line = end
+
+
+def _inline(token: Any) -> str:
+    """An inline token's text: words of links and images kept, emphasis and tags dropped, code spans verbatim."""
+    parts = []
+    for child in token.children or []:
+        if child.type in ("softbreak", "hardbreak"):
+            parts.append("\n")
+        elif child.type == "code_inline":
+            parts.append(child.markup + child.content + child.markup)
+        elif child.type == "image":
+            parts.append(_inline(child) if child.children else child.content)
+        elif child.type not in SILENT_INLINE:
+            parts.append(child.content)
+    return "".join(parts)
 
 
 def _without_comments(text: str) -> str:
@@ -65,18 +158,3 @@ def _without_comments(text: str) -> str:
         out.append(text[at:start])
         at = end + 3
     return "".join(out) + text[at:]
-
-
-def _prose(text: str) -> str:
-    text = DEFINITION.sub("", _without_comments(text))
-    parts = INLINE_CODE.split(text)  # code spans (odd indexes) keep their marks and underscores
-    return "".join(part if index % 2 else _inline(part) for index, part in enumerate(parts))
-
-
-def _inline(text: str) -> str:
-    text = IMAGE.sub(r"\1", text)
-    text = LINK.sub(r"\1", text)
-    text = REFERENCE_LINK.sub(r"\1", text)
-    text = AUTOLINK.sub(r"\1", text)
-    text = STRONG.sub(r"\2", text)
-    return EMPHASIS.sub(lambda m: m.group(1) or m.group(2), text)

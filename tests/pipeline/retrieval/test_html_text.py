@@ -89,3 +89,22 @@ def test_a_page_in_its_declared_charset_is_read_and_an_undeclared_one_is_an_erro
     wrong.write_bytes(b'<meta charset="no-such-charset"><p>caf\xe9</p>')
     with pytest.raises(DataError, match="declared charset 'no-such-charset'"):
         read_document(wrong)
+
+
+@pytest.mark.parametrize("opener", ["<a ", "</", "<!-- ", "a<!", "<?", "<a"])
+def test_stray_openers_are_text_read_in_linear_time(opener):
+    """The standard library's parser takes quadratic time over tags that never close (a 60 KB run of "<a " took
+    39 s): a "<" that cannot close before the next one is read as text first."""
+    import time
+
+    page = "<p>" + opener * (60_000 // len(opener)) + "</p><p>After.</p>"
+    start = time.perf_counter()
+    _, text = html_to_text(page)
+    assert time.perf_counter() - start < 5
+    assert text.endswith("After.") and opener.strip()[:2] in text
+
+
+def test_a_stray_less_than_sign_is_text_and_real_tags_and_comments_still_read():
+    page = ('<p>if x<y and 3 < 4 <!-- hidden <b>note</b> --><b>bold</b> <a href="u" title="a>b">link</a></p>'
+            '<script>if (a<b && c>d) run()</script><p>Unclosed <!-- comment stays</p>')
+    assert html_to_text(page)[1] == 'if x<y and 3 < 4 bold link\n\nUnclosed <!-- comment stays'

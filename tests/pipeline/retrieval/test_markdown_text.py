@@ -52,10 +52,50 @@ def test_links_images_and_emphasis_keep_their_words_and_lose_their_markup():
 def test_without_front_matter_the_first_heading_is_the_title(tmp_path):
     text = "Intro line.\n\n# Main title\n\nText."
     assert markdown_to_text(text) == ("Main title", text)
-    assert markdown_to_text("---\nnot front matter, never closed") == ("", "---\nnot front matter, never closed")
+    # a rule, then text: no front matter eats the text (the rule itself is not text)
+    assert markdown_to_text("---\nnot front matter, never closed") == ("", "not front matter, never closed")
     page = tmp_path / "untitled.md"
     page.write_text("Just text.", encoding="utf-8")
     assert read_document(page) == ("untitled", "Just text.")
+
+
+def test_commonmark_is_read_as_a_reader_sees_it():
+    """What the old regular expressions got wrong: setext headings, escapes, entities, inline HTML, HTML blocks,
+    tables, nesting and quotes."""
+    page = """Install guide
+=============
+
+Use \\*args\\* and AT&amp;T's <kbd>Ctrl</kbd>+<kbd>C</kbd>; ~~old~~ text &lt;tag&gt;.
+
+1. First step
+2. Second step
+   - nested *item*
+
+> Quoted **advice**
+> on two lines.
+
+| Plan | Price |
+|------|-------|
+| Pro \\| Team | $10 |
+
+<details><summary>Why?</summary>
+Because <b>it works</b>.
+</details>
+
+    indented_code(x) * 2
+"""
+    title, text = markdown_to_text(page)
+    assert title == "Install guide"
+    assert text.split("\n\n") == [
+        "# Install guide",
+        "Use *args* and AT&T's Ctrl+C; old text <tag>.",
+        "1. First step\n2. Second step\n   - nested item",
+        "> Quoted advice\n> on two lines.",
+        "| Plan | Price |\n| Pro | Team | $10 |",
+        "Why?",  # an HTML block is read as HTML is
+        "Because it works.",
+        "indented_code(x) * 2",
+    ]
 
 
 def test_a_folder_walk_leaves_out_hidden_and_tool_folders(tmp_path):
