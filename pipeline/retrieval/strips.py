@@ -13,6 +13,9 @@ import re
 __all__ = ["MIN_STRIP_WORDS", "sentence_strips"]
 
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
+LIST_ITEM = re.compile(r"^\s*(?:[*+-]|\d{1,9}[.)])\s+(?=\S)")  # "* item", "- item", "2. step", "3) step"
+LIST_LEAD_IN = (".", ":", ";", "!", "?")
+TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|\S \| \S")  # "| a | b |" (Markdown) or "a | b" (HTML and Word tables)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 PARAGRAPH_BREAK = re.compile(r"\n\s*\n")  # as chunk_text splits paragraphs (\r\n too)
 MIN_STRIP_WORDS = 3  # shorter fragments ("See below.") are not statements worth grading
@@ -22,9 +25,34 @@ def sentence_strips(text: str) -> list[str]:
     """The chunk's sentences of at least ``MIN_STRIP_WORDS`` words, headings left out, in document order.
 
     A blank line ends a sentence too: a title, list or caption without a full stop is not run into the
-    sentence of the next paragraph. Lines within a paragraph are joined (text wrapped mid-sentence)."""
+    sentence of the next paragraph. Lines within a paragraph are joined (text wrapped mid-sentence), except
+    that each list item (its bullet or number left out) and each table row is a unit of its own: steps and rows are
+    graded and quoted one at a time, not run together."""
     strips: list[str] = []
     for paragraph in PARAGRAPH_BREAK.split(text):
-        body = " ".join(line for line in paragraph.splitlines() if not MARKDOWN_HEADING.match(line))
-        strips += [s.strip() for s in SENTENCE_END.split(body) if len(s.split()) >= MIN_STRIP_WORDS]
+        for unit in _units(paragraph):
+            strips += [s.strip() for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
     return strips
+
+
+def _units(paragraph: str) -> list[str]:
+    """The paragraph's lines joined into units: prose (and a list item's wrapped lines) run on; a list item or
+    a table row starts a unit, and nothing runs on from a row. A line that only looks like an item ("1066. The
+    Normans" wrapped from the line before) is one only where a list can start: the paragraph's first line,
+    after a line that ends a sentence or a lead-in (". : ; ! ?") or after another item."""
+    units: list[list[str]] = []
+    row_open = in_list = False
+    previous = ""
+    for line in paragraph.splitlines():
+        if MARKDOWN_HEADING.match(line) or not line.strip():
+            continue
+        item = LIST_ITEM.match(line)
+        if item is not None and units and not (in_list or row_open or previous.endswith(LIST_LEAD_IN)):
+            item = None
+        row = TABLE_ROW.search(line) is not None
+        if item is not None or row or row_open or not units:
+            units.append([])
+            in_list = item is not None
+        units[-1].append(line[item.end():] if item is not None else line.strip())
+        row_open, previous = row, line.rstrip()
+    return [" ".join(unit) for unit in units]

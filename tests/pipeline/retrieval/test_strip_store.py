@@ -93,3 +93,20 @@ def test_a_paragraph_without_a_full_stop_ends_its_strip():
         "Title line without a stop", "The body says things."]  # Windows line ends
     assert sentence_strips("Lines wrapped\nin the middle of a sentence stay one strip.") == [
         "Lines wrapped in the middle of a sentence stay one strip."]
+
+
+def test_list_items_and_table_rows_are_strips_of_their_own():
+    steps = ("To reset your password:\n1. Open the account page\n   and choose the security tab.\n"
+             "2. Click Reset password now.\n* Use at least twelve characters\n- Never share it with anyone")
+    assert sentence_strips(steps) == ["To reset your password:", "Open the account page and choose the security tab.",
+                                      "Click Reset password now.", "Use at least twelve characters",
+                                      "Never share it with anyone"]
+    assert sentence_strips("| Plan | Price |\n| Team | $25 per month |\nProse after the table.") == [
+        "| Plan | Price |", "| Team | $25 per month |", "Prose after the table."]  # Markdown rows
+    assert sentence_strips("Zone | Days\nNorth | 3 days by post") == ["Zone | Days", "North | 3 days by post"]  # HTML
+
+
+def test_a_wrapped_line_that_only_looks_like_a_list_item_stays_in_its_sentence():
+    text = "The duchy was founded in\n1066. The Normans came from Normandy and\n- as is known - spoke French."
+    assert sentence_strips(text) == ["The duchy was founded in 1066.",
+                                     "The Normans came from Normandy and - as is known - spoke French."]
