@@ -109,7 +109,7 @@ class Answerer:
         best = self._best_below_floor()
         if best is not None:  # the LLM failed after refinement: the rule the loop applies before it
             return self._below_floor(best, quality)
-        answer = " ".join(f"{s.text} [{s.chunk_id}]" for s in chosen)
+        answer = _quoted(chosen)
         sources = self._sources(dict.fromkeys(s.chunk_id for s in chosen))
         outcome, message = self._message(full, quality, "Answer drawn from the cited passages.", ())
         return Draft(outcome, message, answer, sources, quality.to_dict(), "extractive")
@@ -202,6 +202,18 @@ class Answerer:
                 entry["url"] = chunk.metadata["url"]
             out.append(entry)
         return out
+
+
+def _quoted(strips: Sequence[Strip]) -> str:
+    """Strips in order, each followed by its chunk id; a code block on lines of its own, so that it still
+    renders as code where the answer is shown as Markdown."""
+    out = ""
+    for strip in strips:
+        if strip.text.startswith(("```", "~~~")):
+            out = out.rstrip(" ") + ("\n" if out else "") + f"{strip.text}\n[{strip.chunk_id}]\n"
+        else:
+            out += f"{strip.text} [{strip.chunk_id}] "
+    return out.strip()
 
 
 def _render(claims: Sequence[Claim]) -> str:

@@ -9,7 +9,7 @@ plain text: links and images keep their words, escapes and entities are resolved
 ``&amp;`` is ``&``), reference definitions, HTML comments, tags and emphasis marks go; headings (setext
 underlines included) are written as ``#`` headings, which give a chunk its context; lists keep their
 markers, tables their rows, block quotes their ``>``; code (fenced or indented, and inline spans) is
-content and stays verbatim. Blocks keep the line spacing they had in the file.
+content and stays verbatim, an indented block fenced like the others. Blocks keep the line spacing they had in the file.
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ class _Writer:
             elif kind == "fence":
                 self._block(token.map, [token.markup + token.info, *token.content.rstrip("\n").split("\n"),
                                         token.markup])
-            elif kind == "code_block":
-                self._block(token.map, token.content.rstrip("\n").split("\n"))
+            elif kind == "code_block":  # indented code, fenced like the rest so that it still reads as code
+                self._block(token.map, ["```", *token.content.rstrip("\n").split("\n"), "```"])
             elif kind == "html_block":
                 readable = html_to_text(_without_comments(token.content))[1].strip()
                 if readable:

@@ -12,6 +12,7 @@ import re
 
 __all__ = ["MIN_STRIP_WORDS", "sentence_strips"]
 
+FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 LIST_ITEM = re.compile(r"^\s*(?:[*+-]|\d{1,9}[.)])\s+(?=\S)")  # "* item", "- item", "2. step", "3) step"
 LIST_LEAD_IN = (".", ":", ";", "!", "?")
@@ -27,12 +28,33 @@ def sentence_strips(text: str) -> list[str]:
     A blank line ends a sentence too: a title, list or caption without a full stop is not run into the
     sentence of the next paragraph. Lines within a paragraph are joined (text wrapped mid-sentence), except
     that each list item (its bullet or number left out) and each table row is a unit of its own: steps and rows are
-    graded and quoted one at a time, not run together."""
+    graded and quoted one at a time, not run together. A fenced code block is one strip, fences and line breaks
+    kept, so that a quoted example still reads as code."""
     strips: list[str] = []
-    for paragraph in PARAGRAPH_BREAK.split(text):
-        for unit in _units(paragraph):
-            strips += [s.strip() for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
+    for is_code, segment in _code_and_prose(text):
+        if is_code:
+            strips += [segment] if len(segment.split()) >= MIN_STRIP_WORDS + 2 else []  # + its two fence lines
+            continue
+        for paragraph in PARAGRAPH_BREAK.split(segment):
+            for unit in _units(paragraph):
+                strips += [s.strip() for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
     return strips
+
+
+def _code_and_prose(text: str) -> list[tuple[bool, str]]:
+    """The text cut into prose and fenced code blocks (fences included; a fence left open runs to the end)."""
+    segments: list[tuple[bool, list[str]]] = [(False, [])]
+    for line in text.splitlines():
+        fence = FENCE.match(line)
+        in_code, lines = segments[-1]
+        if fence is not None and not in_code:
+            segments.append((True, [line]))
+        elif in_code and fence is not None and line.strip().startswith(lines[0].strip()[:3]):
+            lines.append(line)
+            segments.append((False, []))
+        else:
+            lines.append(line)
+    return [(is_code, "\n".join(lines).strip()) for is_code, lines in segments if lines]
 
 
 def _units(paragraph: str) -> list[str]:

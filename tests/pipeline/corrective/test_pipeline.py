@@ -266,3 +266,16 @@ def test_the_corrective_loop_does_not_watch_its_sentence_strips():
     chunk = make_chunk("c1", "Paris is the capital of France. It lies on the Seine river.")
     strips = refine("What is the capital of France?", [chunk], grader)
     assert strips and grader.shift_status().seen == 0
+
+
+def test_a_quoted_code_example_stays_a_code_block_in_a_grader_only_answer(tmp_path, grader):
+    from pipeline.retrieval.index import LocalHybridIndex
+
+    index = LocalHybridIndex(tmp_path / "code-idx", embedder=HashEmbedder())
+    index.add([make_chunk("a-ext", "The path.extname() method returns the extension of a path.\n\n```js\n"
+                          "path.extname('index.html');\n// Returns: '.html'\n```", title="Path")])
+    result = CorrectiveRAG(index, grader).run("What does path.extname('index.html') return?", TENANT_A)
+    assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    # the example (P 0.89) on lines of its own, line breaks kept: Markdown renders it as code
+    block = "```js\npath.extname('index.html');\n// Returns: '.html'\n```\n[a-ext]"
+    assert result.answer.startswith(block) or f"\n{block}" in result.answer

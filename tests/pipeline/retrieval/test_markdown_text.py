@@ -94,7 +94,7 @@ Because <b>it works</b>.
         "| Plan | Price |\n| Pro | Team | $10 |",
         "Why?",  # an HTML block is read as HTML is
         "Because it works.",
-        "indented_code(x) * 2",
+        "```\nindented_code(x) * 2\n```",  # indented code is fenced like the rest
     ]
 
 

@@ -110,3 +110,12 @@ def test_a_wrapped_line_that_only_looks_like_a_list_item_stays_in_its_sentence()
     text = "The duchy was founded in\n1066. The Normans came from Normandy and\n- as is known - spoke French."
     assert sentence_strips(text) == ["The duchy was founded in 1066.",
                                      "The Normans came from Normandy and - as is known - spoke French."]
+
+
+def test_a_fenced_code_block_is_one_strip_with_its_line_breaks():
+    text = ("Split a path with parse.\n\n```js\npath.parse('/home/user/file.txt');\n\n"
+            "// Returns: { ext: '.txt' }\n```\nAfter the code comes prose.\n\n```\nx\n```")
+    assert sentence_strips(text) == [
+        "Split a path with parse.",
+        "```js\npath.parse('/home/user/file.txt');\n\n// Returns: { ext: '.txt' }\n```",  # a blank line inside too
+        "After the code comes prose."]  # a block of fewer than three words is no strip, like a short sentence
