@@ -17,7 +17,7 @@ from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
-from pipeline.retrieval.strips import MARKDOWN_HEADING
+from pipeline.retrieval.strips import MARKDOWN_HEADING, blocks
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -183,18 +183,17 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
 
     Sections are kept whole where they fit: a Markdown heading (``#`` .. ``######``; HTML headings are read as
     such) starts a new chunk once the current one is a third full, and a chunk never ends with a heading,
-    which goes with the text it heads."""
+    which goes with the text it heads. A fenced code block is one paragraph (blank lines inside it too); one
+    longer than a chunk is cut between lines, each piece fenced again."""
     if max_chars < 100:
         raise ConfigError(f"max_chars must be >= 100, got {max_chars}")
     chunks: list[str] = []
     current: list[str] = []
-    for paragraph in (p.strip() for p in re.split(r"\n\s*\n", text)):
-        if not paragraph:
-            continue
+    for is_code, paragraph in blocks(text):
         waiting = _trailing_headings(current)  # headings left room beside a long paragraph's first piece
         room = max_chars - len("\n\n".join(waiting)) - 2 if waiting else max_chars
-        pieces = [paragraph] if len(paragraph) <= max_chars else \
-            _split_sentences(paragraph, room if room >= 100 else max_chars)
+        split = _split_code if is_code else _split_sentences
+        pieces = [paragraph] if len(paragraph) <= max_chars else split(paragraph, room if room >= 100 else max_chars)
         for piece in pieces:
             size = len("\n\n".join(current))
             body = [p for p in current if not _is_heading(p)]
@@ -221,6 +220,28 @@ def _trailing_headings(paragraphs: list[str]) -> list[str]:
     while count < len(paragraphs) and _is_heading(paragraphs[len(paragraphs) - 1 - count]):
         count += 1
     return paragraphs[len(paragraphs) - count:]
+
+
+def _split_code(block: str, max_chars: int) -> list[str]:
+    """A fenced code block too long for one chunk, cut between lines into pieces that are each fenced like the
+    block (its opening line, a closing fence), so that every chunk's code still reads as code."""
+    lines = block.split("\n")
+    opening = lines[0]
+    closing = opening.strip()[:3]
+    body = lines[1:-1] if len(lines) > 1 and lines[-1].strip().startswith(closing) else lines[1:]
+    room = max(20, max_chars - len(opening) - len(closing) - 2)
+    pieces: list[str] = []
+    current: list[str] = []
+    for line in body:
+        for start in range(0, max(1, len(line)), room):  # a line longer than a chunk is cut where it must be
+            part = line[start:start + room]
+            if current and len("\n".join([*current, part])) > room:
+                pieces.append("\n".join(current))
+                current = []
+            current.append(part)
+    if current:
+        pieces.append("\n".join(current))
+    return [f"{opening}\n{piece}\n{closing}" for piece in pieces]
 
 
 def _split_sentences(paragraph: str, max_chars: int) -> list[str]:

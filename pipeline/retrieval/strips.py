@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MIN_STRIP_WORDS", "sentence_strips"]
+__all__ = ["MIN_STRIP_WORDS", "blocks", "sentence_strips"]
 
-FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
+FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 LIST_ITEM = re.compile(r"^\s*(?:[*+-]|\d{1,9}[.)])\s+(?=\S)")  # "* item", "- item", "2. step", "3) step"
 LIST_LEAD_IN = (".", ":", ";", "!", "?")
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|\S \| \S")  # "| a | b |" (Markdown) or "a | b" (HTML and Word tables)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-PARAGRAPH_BREAK = re.compile(r"\n\s*\n")  # as chunk_text splits paragraphs (\r\n too)
 MIN_STRIP_WORDS = 3  # shorter fragments ("See below.") are not statements worth grading
 
 
@@ -27,34 +26,50 @@ def sentence_strips(text: str) -> list[str]:
 
     A blank line ends a sentence too: a title, list or caption without a full stop is not run into the
     sentence of the next paragraph. Lines within a paragraph are joined (text wrapped mid-sentence), except
-    that each list item (its bullet or number left out) and each table row is a unit of its own: steps and rows are
-    graded and quoted one at a time, not run together. A fenced code block is one strip, fences and line breaks
-    kept, so that a quoted example still reads as code."""
+    that each list item (its bullet or number left out) and each table row is a unit of its own: steps and rows
+    are graded and quoted one at a time, not run together. A fenced code block is one strip, fences and line
+    breaks kept, so that a quoted example still reads as code."""
     strips: list[str] = []
-    for is_code, segment in _code_and_prose(text):
+    for is_code, block in blocks(text):
         if is_code:
-            strips += [segment] if len(segment.split()) >= MIN_STRIP_WORDS + 2 else []  # + its two fence lines
+            strips += [block] if len(block.split()) >= MIN_STRIP_WORDS + 2 else []  # + its two fence lines
             continue
-        for paragraph in PARAGRAPH_BREAK.split(segment):
-            for unit in _units(paragraph):
-                strips += [s.strip() for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
+        for unit in _units(block):
+            strips += [s.strip() for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
     return strips
 
 
-def _code_and_prose(text: str) -> list[tuple[bool, str]]:
-    """The text cut into prose and fenced code blocks (fences included; a fence left open runs to the end)."""
-    segments: list[tuple[bool, list[str]]] = [(False, [])]
+def blocks(text: str) -> list[tuple[bool, str]]:
+    """The text's paragraphs (split at blank lines) and fenced code blocks (fences included, blank lines inside
+    kept; a fence left open runs to the end), in order, each as (is_code, text): what chunking keeps whole
+    where it fits, and what strips are cut from."""
+    out: list[tuple[bool, str]] = []
+    lines: list[str] = []
+    fence = ""  # the open fence's marker, "" outside code
+
+    def flush(is_code: bool) -> None:
+        block = "\n".join(lines).strip()
+        if block:
+            out.append((is_code, block))
+        lines.clear()
+
     for line in text.splitlines():
-        fence = FENCE.match(line)
-        in_code, lines = segments[-1]
-        if fence is not None and not in_code:
-            segments.append((True, [line]))
-        elif in_code and fence is not None and line.strip().startswith(lines[0].strip()[:3]):
+        opener = FENCE.match(line)
+        if not fence and opener is not None:
+            flush(False)
+            fence = opener.group(1)
             lines.append(line)
-            segments.append((False, []))
+        elif fence:
+            lines.append(line)
+            if opener is not None and opener.group(1) == fence and len(lines) > 1:
+                flush(True)
+                fence = ""
+        elif not line.strip():
+            flush(False)
         else:
             lines.append(line)
-    return [(is_code, "\n".join(lines).strip()) for is_code, lines in segments if lines]
+    flush(bool(fence))
+    return out
 
 
 def _units(paragraph: str) -> list[str]:

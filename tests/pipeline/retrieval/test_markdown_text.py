@@ -138,3 +138,15 @@ def test_openers_without_closers_are_read_in_linear_time(opener):
     start = time.perf_counter()
     _, text = markdown_to_text(line)
     assert time.perf_counter() - start < 10 and len(text) >= len(line) // 2
+
+
+def test_a_code_block_is_chunked_whole_or_cut_between_lines_into_fenced_pieces():
+    short = "Intro.\n\n```js\nconst a = 1;\n\nconst b = 2;\n```\n\nAfter."  # a blank line inside the code
+    assert chunk_text(short, max_chars=400) == [short]
+    code = "\n".join(f"value_{i} = compute({i})  # step {i}" for i in range(60))
+    chunks = chunk_text(f"Intro to the script.\n\n```python\n{code}\n```\n\nProse after it.", max_chars=400)
+    pieces = [c for c in chunks if c.startswith("```python\n")]
+    assert len(pieces) >= 5 and all(len(c) <= 400 for c in chunks)
+    assert all(p.endswith("\n```") or p.endswith("\n```\n\nProse after it.") for p in pieces)  # each fenced again
+    lines = [line for p in pieces for line in p.split("\n") if line.startswith("value_")]
+    assert lines == code.split("\n")  # every line once, none cut at a full stop or joined to another
