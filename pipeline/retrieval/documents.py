@@ -249,12 +249,15 @@ def _split_sentences(paragraph: str, max_chars: int) -> list[str]:
     sentences = re.split(r"(?<=[.!?])\s+", paragraph)
     pieces = []
     for sentence in sentences:  # a "sentence" with no full stop in max_chars is cut at word boundaries
-        while len(sentence) > max_chars:
-            cut = sentence.rfind(" ", 0, max_chars)
-            cut = cut if cut > 0 else max_chars
-            pieces.append(sentence[:cut])
-            sentence = sentence[cut:].strip()
-        pieces.append(sentence)
+        start = 0  # walked by position: slicing off the rest each time made a long run quadratic
+        while len(sentence) - start > max_chars:
+            cut = sentence.rfind(" ", start, start + max_chars)
+            cut = cut if cut > start else start + max_chars
+            pieces.append(sentence[start:cut])
+            start = cut
+            while start < len(sentence) and sentence[start].isspace():
+                start += 1
+        pieces.append(sentence[start:])
     for sentence in pieces:
         if current and len(current) + len(sentence) + 1 > max_chars:
             out.append(current)

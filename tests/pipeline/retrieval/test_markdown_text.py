@@ -150,3 +150,13 @@ def test_a_code_block_is_chunked_whole_or_cut_between_lines_into_fenced_pieces()
     assert all(p.endswith("\n```") or p.endswith("\n```\n\nProse after it.") for p in pieces)  # each fenced again
     lines = [line for p in pieces for line in p.split("\n") if line.startswith("value_")]
     assert lines == code.split("\n")  # every line once, none cut at a full stop or joined to another
+
+
+def test_a_long_text_without_full_stops_is_chunked_in_linear_time():
+    import time
+
+    text = "word " * 1_600_000  # 8 MB in one paragraph: cut at word boundaries; slicing off the rest took ~6 s
+    start = time.perf_counter()
+    chunks = chunk_text(text)
+    assert time.perf_counter() - start < 3
+    assert len(chunks) > 8_000 and all(len(c) <= 900 for c in chunks) and chunks[0].startswith("word word")
