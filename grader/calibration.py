@@ -81,7 +81,7 @@ class TemperatureCalibrator:
     def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> TemperatureCalibrator:
         x, y = _check_xy(logits, labels)
         w = _weights(sample_weight, x.size)
-        optimize = require("scipy.optimize", "train")
+        optimize = require("scipy.optimize", "eval")
 
         def nll(log_t: float) -> float:
             p = np.clip(_sigmoid(x / np.exp(log_t)), 1e-12, 1 - 1e-12)
@@ -111,7 +111,7 @@ class PlattCalibrator:
 
     def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> PlattCalibrator:
         x, y = _check_xy(logits, labels)
-        linear_model = require("sklearn.linear_model", "train")
+        linear_model = require("sklearn.linear_model", "eval")
         model = linear_model.LogisticRegression(C=1e4, max_iter=1000)
         model.fit(x.reshape(-1, 1), y.astype(int), sample_weight=_weights(sample_weight, x.size))
         self.a_ = float(model.coef_[0, 0])
@@ -142,7 +142,7 @@ class IsotonicCalibrator:
 
     def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> IsotonicCalibrator:
         x, y = _check_xy(logits, labels)
-        isotonic = require("sklearn.isotonic", "train")
+        isotonic = require("sklearn.isotonic", "eval")
         model = isotonic.IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
         model.fit(x, y, sample_weight=_weights(sample_weight, x.size))
         self.x_ = np.asarray(model.X_thresholds_, dtype=np.float64)

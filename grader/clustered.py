@@ -46,7 +46,7 @@ def design_effect(wrong: np.ndarray, decided: np.ndarray, clusters: Any, confide
     clustered = k / (k - 1) * float(np.sum((per_cluster_errors - rate * per_cluster_n) ** 2)) / n**2
     independent = rate * (1.0 - rate) / n
     # the clustered variance is itself estimated from k clusters: take its upper ``confidence`` bound
-    stats = require("scipy.stats", "train")
+    stats = require("scipy.stats", "eval")
     level = VARIANCE_CONFIDENCE if confidence is None else confidence
     widen = (k - 1) / float(stats.chi2.ppf(1.0 - level, k - 1))
     return max(1.0, widen * clustered / independent)
@@ -61,7 +61,7 @@ def risk_above_p_value(errors: float, decided: float, alpha: float) -> float:
     """P(at most ``errors`` wrong in ``decided`` pairs | error rate alpha), for real-valued (effective) counts:
     the binomial CDF through the regularised incomplete beta, which at a fractional count is at least the CDF
     at the whole count below it (so never less cautious)."""
-    special = require("scipy.special", "train")
+    special = require("scipy.special", "eval")
     if decided <= 0:
         return 1.0
     if errors >= decided:

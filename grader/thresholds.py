@@ -69,7 +69,7 @@ class ThresholdChoice:
 
 def clopper_pearson_upper(errors: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
     """One-sided (1 - delta) upper confidence bound of a binomial rate."""
-    stats = require("scipy.stats", "train")
+    stats = require("scipy.stats", "eval")
     errors = np.asarray(errors, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -355,7 +355,7 @@ def small_sample_note(n_auto_test: int, alpha: float, delta: float | None) -> st
 
 def _fewest_to_show(err: float, alpha: float, delta: float) -> int:
     """The fewest auto-decided pairs at error rate ``err`` (< alpha) that pass the binomial test."""
-    stats = require("scipy.stats", "train")
+    stats = require("scipy.stats", "eval")
     lo, hi = 1, 10_000_000
     while lo < hi:
         mid = (lo + hi) // 2

@@ -29,7 +29,7 @@ DEFAULT_LEVELS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def _scores(y: np.ndarray, predicted: np.ndarray, auto: np.ndarray) -> dict[str, float]:
-    skm = require("sklearn.metrics", "train")
+    skm = require("sklearn.metrics", "eval")
     return {
         "accuracy": float(skm.accuracy_score(y, predicted)),
         "macro_f1": float(skm.f1_score(y, predicted, average="macro", zero_division=0)),

@@ -72,9 +72,9 @@ def evaluate_bundle(model: str | Path, data: PairSet, *, backend: str = "auto", 
 
 def write_plots(report: dict[str, Any], prefix: str | Path) -> list[Path]:
     """Reliability diagram and auto-decided error against escalation rate, as PNG files."""
-    matplotlib = require("matplotlib", "train")
+    matplotlib = require("matplotlib", "eval")
     matplotlib.use("Agg")
-    plt = require("matplotlib.pyplot", "train")
+    plt = require("matplotlib.pyplot", "eval")
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     written = []

@@ -44,7 +44,7 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int 
 
 def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve (both classes must be present)."""
-    return float(require("sklearn.metrics", "train").roc_auc_score(labels, scores))
+    return float(require("sklearn.metrics", "eval").roc_auc_score(labels, scores))
 
 
 def _safe_auroc(labels: np.ndarray, scores: np.ndarray) -> float | None:
@@ -62,7 +62,7 @@ def compute_metrics(
 ) -> dict[str, Any]:
     """All report metrics; AUROCs are None when a class is missing rather than a made-up number. ``withheld``
     marks pairs above the upper threshold that ``grade`` still escalates (swapped opposites)."""
-    skm = require("sklearn.metrics", "train")
+    skm = require("sklearn.metrics", "eval")
     probs = np.asarray(probs, dtype=np.float64)
     y = binary_labels(pairs)
     strict = np.array([p.label is not Verdict.PARTIAL for p in pairs])

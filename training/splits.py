@@ -31,7 +31,7 @@ def group_split(
     groups = [group_of(p, by) for p in pairs]
     if len(set(groups)) < 2:
         raise ConfigError(f"cannot split by {by!r}: all {len(pairs)} pairs share one group")
-    model_selection = require("sklearn.model_selection", "train")
+    model_selection = require("sklearn.model_selection", "eval")
     splitter = model_selection.GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
     train_idx, test_idx = next(splitter.split(list(range(len(pairs))), groups=groups))
     return [pairs[i] for i in sorted(train_idx)], [pairs[i] for i in sorted(test_idx)]

@@ -265,3 +265,22 @@ def test_without_a_guarantee_few_labels_choose_on_the_maps_expected_errors(human
                  "--error-estimate", "counted", "--out", str(tmp_path / "y")]) == 0
     card = (tmp_path / "y" / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "--error-estimate counted" in card  # the reproduce line keeps the choice
+
+
+@pytest.mark.parametrize("command", [["eval"], ["calibrate", "--out", "new-bundle"], ["adapt", "--out", "new-bundle"],
+                                     ["answerability", "--out", "new-bundle"]])
+def test_measuring_and_calibrating_need_the_eval_extra_and_say_so_before_scoring(command, squad_pairs_file,
+                                                                                 tmp_path):
+    """Evaluation and calibration need scikit-learn and scipy, not torch: without them the command names the
+    extra to install before it reads or scores a pair, and writes nothing."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfor name in ('sklearn', 'sklearn.metrics', 'scipy', 'scipy.stats'): sys.modules[name] = None\n"
+            "from pipeline.cli.main import main\nsys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, command[0], "--model", "default", "--data",
+                             str(squad_pairs_file), *command[1:]], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120)
+    assert result.returncode != 0
+    assert "pip install 'crag-grader[eval]'" in result.stderr and "scoring" not in result.stderr
+    assert not (tmp_path / "new-bundle").exists()

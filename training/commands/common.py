@@ -6,10 +6,18 @@ import argparse
 from pathlib import Path
 
 from grader.calibration import CALIBRATION_METHODS
+from models.deps import require
 from training.data import PairSet, load_pairs, parse_columns
 from training.labels import parse_label_map
 
-__all__ = ["add_pair_format", "add_target", "guarantee_delta", "pairs_from_args", "targets_of"]
+__all__ = ["add_pair_format", "add_target", "guarantee_delta", "pairs_from_args", "require_eval_extra", "targets_of"]
+
+
+def require_eval_extra(*, plots: bool = False) -> None:
+    """Fail before any pair is read or scored when what measuring and calibrating needs (scikit-learn and scipy,
+    matplotlib for plots: the ``eval`` extra, no torch) is not installed."""
+    for module in ("sklearn.metrics", "scipy.stats", *(("matplotlib",) if plots else ())):
+        require(module, "eval")
 
 
 def add_pair_format(p: argparse.ArgumentParser, *, labels: bool = True) -> None:

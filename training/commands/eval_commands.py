@@ -11,7 +11,14 @@ from grader.llm_args import add_llm_arguments, llm_from_args
 from models.errors import ConfigError
 from models.output import print_json, print_table
 from models.registry import MODEL_OPTION_HELP, resolve_bundle
-from training.commands.common import add_pair_format, add_target, guarantee_delta, pairs_from_args, targets_of
+from training.commands.common import (
+    add_pair_format,
+    add_target,
+    guarantee_delta,
+    pairs_from_args,
+    require_eval_extra,
+    targets_of,
+)
 from training.data import PairSet, groups_of, load_pairs, write_pairs
 
 __all__ = ["register_answerability", "register_calibrate", "register_eval", "register_reference"]
@@ -24,6 +31,7 @@ GROUP_KEYS = ("n", "positives", "auroc", "escalation_rate", "auto_error_rate", "
 def _eval(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate_grader, write_plots, write_report
 
+    require_eval_extra(plots=bool(args.plots))
     data = pairs_from_args(args, args.data)
     grader = load_cross_encoder(args.model, backend=args.backend, threads=args.threads)
     if args.cascade:
@@ -120,6 +128,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                     "next": f"label them, then: crag calibrate --model {args.model} --data <labelled file> "
                             "--out <new bundle>"})
         return 0
+    require_eval_extra()
     check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
     data = pairs_from_args(args, args.data)
     target_error, target_escalation = targets_of(args)
@@ -197,6 +206,7 @@ def _answerability(args: argparse.Namespace) -> int:
     from training.answerability import answerability_report, best_per_query, fit_answer_floor, write_answerability
     from training.recalibrate import check_new_bundle_dir, cross_encoder_grader
 
+    require_eval_extra()
     check_new_bundle_dir(resolve_bundle(args.model), args.out)  # before the slow scoring, not after
     data = pairs_from_args(args, args.data)
     test = pairs_from_args(args, args.test) if args.test else None
@@ -266,6 +276,7 @@ def _error_estimate(args: argparse.Namespace, delta: float | None) -> str:
 def _adapt(args: argparse.Namespace) -> int:
     from training.adapt import adapt_bundle
 
+    require_eval_extra()
     target_error, target_escalation = targets_of(args)
     delta = guarantee_delta(args, target_escalation)
     print_json(adapt_bundle(args.model, pairs_from_args(args, args.data), args.out,
