@@ -1,7 +1,7 @@
 """Calibrators that map raw logits to calibrated P(relevant or partial).
 
 Sklearn-style: ``fit(logits, labels) -> self`` with trailing-underscore state and :class:`NotFittedError`
-before fit. Fitting uses scikit-learn/scipy (the ``train`` extra); ``predict`` needs numpy only, so a
+before fit. Fitting uses scikit-learn/scipy (the ``eval`` extra); ``predict`` needs numpy only, so a
 loaded bundle is calibrated at inference without sklearn. ``to_dict``/``from_dict`` round-trip the
 state through the bundle manifest.
 """
