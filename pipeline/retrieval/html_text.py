@@ -52,6 +52,7 @@ class _Extractor(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
+        self.in_content: list[bool] = []  # per part: inside <main> or <article>
         self.title = ""
         self._in_title = False
         self._in_pre = 0
@@ -75,15 +76,15 @@ class _Extractor(html.parser.HTMLParser):
         if tag == "pre":
             self._in_pre += 1
         if tag in BLOCKS:
-            self.parts.append(PARAGRAPH)
+            self._add(PARAGRAPH)
             self._cells_in_row = 0
             if tag in HEADINGS:  # written as Markdown: chunking keeps it with its section, strips never quote it
-                self.parts.append("#" * HEADINGS[tag] + " ")
+                self._add("#" * HEADINGS[tag] + " ")
         elif tag in CELLS:  # a row reads "Zone | Days", as a Word table's does
-            self.parts.append(" | " if self._cells_in_row else " ")
+            self._add(" | " if self._cells_in_row else " ")
             self._cells_in_row += 1
         elif tag == "br":  # a line break inside a paragraph, as a browser shows it; strips join such lines
-            self.parts.append("\n")
+            self._add("\n")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -94,14 +95,14 @@ class _Extractor(html.parser.HTMLParser):
         if tag == "pre" and self._in_pre:
             self._in_pre -= 1
         if tag in BLOCKS:
-            self.parts.append(PARAGRAPH)
+            self._add(PARAGRAPH)
         stack = self._left_out_stack
         for level in range(len(stack) - 1, -1, -1):  # an end tag also closes what was left open inside it
             if stack[level].tag != tag:
                 continue
             stack[level].open -= 1
             if not stack[level].open:
-                del self.parts[stack[level].start:]
+                del self.parts[stack[level].start:], self.in_content[stack[level].start:]
                 del stack[level:]
             break
 
@@ -109,7 +110,7 @@ class _Extractor(html.parser.HTMLParser):
         if self._in_title:
             self.title += data
         else:
-            self.parts.append(data if self._in_pre else re.sub(r"\s+", " ", data))
+            self._add(data if self._in_pre else re.sub(r"\s+", " ", data))
 
     def _left_out(self, tag: str, attrs: dict[str, str | None]) -> bool:
         if tag in NEVER_TEXT or tag in FURNITURE or "hidden" in attrs or attrs.get("aria-hidden") == "true":
@@ -118,9 +119,17 @@ class _Extractor(html.parser.HTMLParser):
             return True
         return (attrs.get("role") or "").strip().lower() in FURNITURE_ROLES
 
+    def _add(self, part: str) -> None:
+        self.parts.append(part)
+        self.in_content.append(self._content_depth > 0)
+
     def text(self) -> str:
-        """The paragraphs read; an element left out that never closed keeps its text (see the module)."""
-        paragraphs = (p.strip() for p in "".join(self.parts).split(PARAGRAPH))
+        """The paragraphs read: only those inside ``<main>`` or ``<article>`` when the page marks its content so
+        (what sits outside, a help pop-up or a menu bar, is the site's, not the page's); an element left out that
+        never closed keeps its text (see the module)."""
+        content = "".join(part for part, inside in zip(self.parts, self.in_content, strict=True) if inside)
+        read = content if re.search(r"\w", content) else "".join(self.parts)
+        paragraphs = (p.strip() for p in read.split(PARAGRAPH))
         return PARAGRAPH.join(p for p in paragraphs if p.strip("#"))  # an empty heading is no paragraph
 
 

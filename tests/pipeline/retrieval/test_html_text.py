@@ -108,3 +108,14 @@ def test_a_stray_less_than_sign_is_text_and_real_tags_and_comments_still_read():
     page = ('<p>if x<y and 3 < 4 <!-- hidden <b>note</b> --><b>bold</b> <a href="u" title="a>b">link</a></p>'
             '<script>if (a<b && c>d) run()</script><p>Unclosed <!-- comment stays</p>')
     assert html_to_text(page)[1] == 'if x<y and 3 < 4 bold link\n\nUnclosed <!-- comment stays'
+
+
+def test_a_page_that_marks_its_content_is_read_from_there_only():
+    page = ('<body><a href="#content">Skip to main content</a><div id="help-popup"><h2>Keyboard shortcuts</h2>'
+            '<p>Press S to search.</p></div><div class="menu-bar"><h1>The Book</h1></div>'
+            '<main><h1>Refunds</h1><p>Refunds take five days.</p></main><article><p>Second part.</p></article>'
+            '<div>Site-wide banner text.</div></body>')
+    assert html_to_text(page)[1] == "# Refunds\n\nRefunds take five days.\n\nSecond part."
+    # no <main> or <article>: every paragraph is the page's; an empty <main> is no mark
+    assert html_to_text("<div><p>Only text.</p></div>")[1] == "Only text."
+    assert html_to_text("<main> </main><p>Text outside.</p>")[1] == "Text outside."
