@@ -56,6 +56,7 @@ class _Extractor(html.parser.HTMLParser):
         self.title = ""
         self._in_title = False
         self._in_pre = 0
+        self._pre_opened = -1  # where the outermost <pre>'s text begins in parts
         self._content_depth = 0
         self._cells_in_row = 0
         self._left_out_stack: list[_LeftOut] = []  # outermost first
@@ -80,6 +81,9 @@ class _Extractor(html.parser.HTMLParser):
             self._cells_in_row = 0
             if tag in HEADINGS:  # written as Markdown: chunking keeps it with its section, strips never quote it
                 self._add("#" * HEADINGS[tag] + " ")
+            if tag == "pre" and self._in_pre == 1:  # preformatted text is code: fenced, as Markdown writes it
+                self._add("```\n")
+                self._pre_opened = len(self.parts)
         elif tag in CELLS:  # a row reads "Zone | Days", as a Word table's does
             self._add(" | " if self._cells_in_row else " ")
             self._cells_in_row += 1
@@ -94,6 +98,11 @@ class _Extractor(html.parser.HTMLParser):
             self._content_depth -= 1
         if tag == "pre" and self._in_pre:
             self._in_pre -= 1
+            if not self._in_pre and len(self.parts) == self._pre_opened:  # nothing inside: no block
+                del self.parts[-1], self.in_content[-1]
+            elif not self._in_pre:
+                self.parts[-1] = self.parts[-1].rstrip("\n")
+                self._add("\n```")
         if tag in BLOCKS:
             self._add(PARAGRAPH)
         stack = self._left_out_stack
@@ -109,8 +118,12 @@ class _Extractor(html.parser.HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
+        elif self._in_pre:
+            if len(self.parts) == self._pre_opened and data.startswith("\n"):  # HTML ignores it there
+                data = data[1:]
+            self._add(re.sub(r"\n(?=\n)", "\n ", data))  # a blank line inside stays inside the block
         else:
-            self._add(data if self._in_pre else re.sub(r"\s+", " ", data))
+            self._add(re.sub(r"\s+", " ", data))
 
     def _left_out(self, tag: str, attrs: dict[str, str | None]) -> bool:
         if tag in NEVER_TEXT or tag in FURNITURE or "hidden" in attrs or attrs.get("aria-hidden") == "true":

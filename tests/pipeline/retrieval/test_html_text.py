@@ -31,7 +31,7 @@ def test_a_page_keeps_its_content_and_drops_its_furniture():
         "Orders ship within 2 business days. Express delivery takes 1 day in the EU.",
         "International shipping to the US takes 5\u20137 business days.",
         "Zone | Days", "EU | 1-2",
-        'curl -X GET /orders\n    --header "Accept: json"',
+        '```\ncurl -X GET /orders\n    --header "Accept: json"\n```',  # preformatted text is code, fenced
     ]
     for furniture in ("Logo", "Products", "Returns", "cookies", "Related", "rights reserved", "tracking", "color",
                       "internal note", "decoration"):
@@ -119,3 +119,10 @@ def test_a_page_that_marks_its_content_is_read_from_there_only():
     # no <main> or <article>: every paragraph is the page's; an empty <main> is no mark
     assert html_to_text("<div><p>Only text.</p></div>")[1] == "Only text."
     assert html_to_text("<main> </main><p>Text outside.</p>")[1] == "Text outside."
+
+
+def test_preformatted_text_is_a_fenced_code_block_kept_whole():
+    page = "<p>Run it:</p><pre>\ncargo doc\n\n    --open\n</pre><pre></pre><p>Done.</p>"
+    _, text = html_to_text(page)
+    assert text == "Run it:\n\n```\ncargo doc\n \n    --open\n```\n\nDone."  # the blank line stays inside
+    assert chunk_text(text) == [text] and sentence_strips(text) == ["```\ncargo doc\n \n    --open\n```"]
