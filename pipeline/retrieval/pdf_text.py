@@ -9,6 +9,8 @@ Confidential - Page 2") into the page's first or last sentence. Three rules reco
 - a word hyphenated across lines ("circum-" / "stances") is joined;
 - a line that opens or closes most pages of a document (numbers aside) is a running header or footer and
   is left out; it takes three pages to tell.
+
+The dot leaders of a table of contents ("Introduction . . . . . 3") are read as a space.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = ["pdf_paragraphs"]
 
 SENTENCE_END = re.compile(r"[.!?:;][\"')\]]*$")
 HYPHENATED = re.compile(r"[^\W\d_]-$")
+DOT_LEADER = re.compile(r"[ \t]*(?:\.[ \t]*){4,}")  # "Introduction . . . . . 3" in a table of contents: not text
 SHORT_SENTENCE_END = 0.75   # a sentence-ending line shorter than this share of a full line ends its paragraph
 SHORT_HEADING = 0.6         # an unpunctuated line shorter than this share of a full line is a heading
 EDGE_LINES = 2              # running headers and footers are among a page's first and last lines
@@ -29,7 +32,7 @@ MIN_PAGES_FOR_RUNNING = 3
 
 def pdf_paragraphs(pages: Sequence[str]) -> str:
     """The pages' text as paragraphs separated by blank lines (pages end paragraphs too)."""
-    lines = [[line.strip() for line in page.splitlines() if line.strip()] for page in pages]
+    lines = [[text for line in page.splitlines() if (text := DOT_LEADER.sub(" ", line).strip())] for page in pages]
     running = _running_lines(lines)
     paragraphs: list[str] = []
     for page in lines:

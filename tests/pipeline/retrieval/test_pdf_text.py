@@ -66,3 +66,10 @@ def test_a_generated_pdf_reads_as_paragraphs(tmp_path):
     strips = [s for chunk in chunk_text(text) for s in sentence_strips(chunk)]
     assert strips[2] == "An exchange is possible for items of equal value."  # not "Exchanges An exchange ..."
     assert len(strips) == 6
+
+
+def test_the_dot_leaders_of_a_table_of_contents_are_not_text():
+    page = "1 Introduction . . . . . . . . . 3\n2 Usage.......... 7\nWait... what? Version 1.2.3.4 here."
+    text = pdf_paragraphs([page])
+    assert ". ." not in text and "...." not in text
+    assert "1 Introduction 3" in text and "2 Usage 7" in text and "Wait... what? Version 1.2.3.4 here." in text
