@@ -36,6 +36,7 @@ CELLS = frozenset({"td", "th"})
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
                   "wbr"})
 PARAGRAPH = "\n\n"
+LANGUAGE = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]{1,30})")  # the code's language, as highlighters mark it
 
 
 @dataclass
@@ -74,6 +75,10 @@ class _Extractor(html.parser.HTMLParser):
                 stack.append(_LeftOut(tag, 1, len(self.parts)))
         if tag in CONTENT_CONTAINERS:
             self._content_depth += 1
+        if tag == "code" and self._in_pre and len(self.parts) == self._pre_opened:  # <pre><code class="language-x">
+            language = LANGUAGE.search(dict(attrs).get("class") or "")
+            if language:
+                self.parts[-1] = f"```{language.group(1)}\n"
         if tag == "pre":
             self._in_pre += 1
         if tag in BLOCKS:

@@ -126,3 +126,5 @@ def test_preformatted_text_is_a_fenced_code_block_kept_whole():
     _, text = html_to_text(page)
     assert text == "Run it:\n\n```\ncargo doc\n \n    --open\n```\n\nDone."  # the blank line stays inside
     assert chunk_text(text) == [text] and sentence_strips(text) == ["```\ncargo doc\n \n    --open\n```"]
+    code = '<pre><code class="hljs language-rust">fn main() {}</code></pre>'  # the language a highlighter marks
+    assert html_to_text(code)[1] == "```rust\nfn main() {}\n```"
