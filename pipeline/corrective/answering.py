@@ -29,6 +29,7 @@ from pipeline.corrective.generation import Claim, Evidence, GeneratedAnswer, Gro
 from pipeline.corrective.outcomes import Outcome
 from pipeline.corrective.state import RunState
 from pipeline.retrieval.documents import StoredChunk
+from pipeline.retrieval.strips import TABLE_ROW
 
 __all__ = ["ANSWER_LLM_CALLS", "Answerer", "Draft"]
 
@@ -205,12 +206,15 @@ class Answerer:
 
 
 def _quoted(strips: Sequence[Strip]) -> str:
-    """Strips in order, each followed by its chunk id; a code block on lines of its own, so that it still
-    renders as code where the answer is shown as Markdown."""
+    """Strips in order, each followed by its chunk id; a code block or a table row on lines of its own, so that
+    code still renders as code and rows read as rows, not run into the sentences around them."""
     out = ""
     for strip in strips:
         if strip.text.startswith(("```", "~~~")):
             out = out.rstrip(" ") + ("\n" if out else "") + f"{strip.text}\n[{strip.chunk_id}]\n"
+        elif TABLE_ROW.search(strip.text):
+            out = out.rstrip(" ") + ("\n" if out and not out.endswith("\n") else "") + \
+                f"{strip.text} [{strip.chunk_id}]\n"
         else:
             out += f"{strip.text} [{strip.chunk_id}] "
     return out.strip()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MIN_STRIP_WORDS", "blocks", "sentence_strips"]
+__all__ = ["MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "sentence_strips"]
 
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote

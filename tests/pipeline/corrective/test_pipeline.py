@@ -279,3 +279,15 @@ def test_a_quoted_code_example_stays_a_code_block_in_a_grader_only_answer(tmp_pa
     # the example (P 0.89) on lines of its own, line breaks kept: Markdown renders it as code
     block = "```js\npath.extname('index.html');\n// Returns: '.html'\n```\n[a-ext]"
     assert result.answer.startswith(block) or f"\n{block}" in result.answer
+
+
+def test_table_rows_are_quoted_one_per_line_in_a_grader_only_answer(tmp_path, grader):
+    from pipeline.retrieval.index import LocalHybridIndex
+
+    index = LocalHybridIndex(tmp_path / "table-idx", embedder=HashEmbedder())
+    index.add([make_chunk("a-price", "Prices of the plans per month are listed below.\n\n| Plan | Price per month |\n"
+                          "| Pro | $10 per month |\n| Team | $25 per month |", title="Pricing")])
+    result = CorrectiveRAG(index, grader).run("How much does the Team plan cost per month?", TENANT_A)
+    assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    assert "\n| Team | $25 per month | [a-price]" in result.answer  # the row (P 0.56) on a line of its own
+    assert "| [a-price] |" not in result.answer  # no row run into the next one
