@@ -2,7 +2,8 @@
 
 Paragraphs and tables come in document order. Heading and Title styles are written as Markdown headings,
 so chunking keeps each section with its heading and sentence strips never quote one; list paragraphs
-keep a ``- `` bullet; a table row is one paragraph of its cells. Page headers and footers are not part of
+keep a ``- `` bullet, or their number (``1. ``, ``2. ``) in a "List Number" style; a table row is one paragraph
+of its cells. Page headers and footers are not part of
 the body and are left out, like a web page's furniture.
 """
 
@@ -30,20 +31,29 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted or "
                         "older .doc file must be saved as .docx first") from exc
     paragraphs: list[str] = []
+    step = 0  # the number of the next item of a numbered list ("List Number" styles), 0 outside one
     for block in document.iter_inner_content():
         if isinstance(block, docx.table.Table):
             paragraphs += _table_rows(block)
+            step = 0
         elif block.text.strip():
-            paragraphs.append(_paragraph(block))
+            text = _paragraph(block)
+            numbered = text.startswith("- ") and "number" in _style(block).lower()
+            step = step + 1 if numbered else 0
+            paragraphs.append(f"{step}. {text[2:]}" if numbered else text)
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(paragraphs)
 
 
+def _style(paragraph: Any) -> str:
+    return (paragraph.style.name if paragraph.style is not None else "") or ""
+
+
 def _paragraph(paragraph: Any) -> str:
     text = re.sub(r"[ \t]+", " ", paragraph.text).strip()
-    style = (paragraph.style.name if paragraph.style is not None else "") or ""
+    style = _style(paragraph)
     level = HEADING_STYLE.search(style)
     if level:
         return "#" * int(level.group(1)) + " " + " ".join(text.split())

@@ -39,6 +39,19 @@ def test_a_word_file_reads_in_order_with_markdown_headings(tmp_path):
     assert strips[0] == "Refunds are accepted within thirty days."  # headings are never quoted
 
 
+def test_numbered_list_paragraphs_keep_their_numbers(tmp_path):
+    document = docx.Document()
+    document.add_paragraph("To return an order:")
+    for step in ("Open the orders page", "Choose the order"):
+        document.add_paragraph(step, style="List Number")
+    document.add_paragraph("Keep the receipt", style="List Bullet")
+    document.add_paragraph("Then wait for the refund", style="List Number")  # a new list after the bullet
+    document.save(str(tmp_path / "steps.docx"))
+    assert read_document(tmp_path / "steps.docx")[1].split("\n\n") == [
+        "To return an order:", "1. Open the orders page", "2. Choose the order", "- Keep the receipt",
+        "1. Then wait for the refund"]
+
+
 def test_the_title_property_names_the_document_and_folders_find_word_files(tmp_path):
     path = _handbook(tmp_path / "h.docx", title="Store policy 2026")
     assert read_document(path)[0] == "Store policy 2026"
