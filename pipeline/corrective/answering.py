@@ -133,8 +133,10 @@ class Answerer:
 
     def _generated(self, query: str, chosen: Sequence[Strip], full: bool, quality: ContextQuality) -> Draft:
         by_chunk: dict[str, list[str]] = {}
-        for strip in chosen:
-            by_chunk.setdefault(strip.chunk_id, []).append(strip.text)
+        previous: Strip | None = None
+        for strip in chosen:  # each section led by its heading, as a quoted answer is
+            by_chunk.setdefault(strip.chunk_id, []).append(_lead(strip, previous) + strip.text)
+            previous = strip
         evidence = [Evidence(cid, " ".join(texts)) for cid, texts in by_chunk.items()]
         llm = self.llm
         if llm is None:  # compose() checked; kept for the type checker
@@ -205,18 +207,32 @@ class Answerer:
         return out
 
 
+def _lead(strip: Strip, previous: Strip | None) -> str:
+    """``"<section heading>: "`` when ``strip`` opens a section of its chunk (the one before it was of another
+    chunk or section), else ''."""
+    opens = strip.section is not None and (previous is None or (previous.chunk_id, previous.section)
+                                           != (strip.chunk_id, strip.section))
+    return f"{strip.section}: " if opens else ""
+
+
 def _quoted(strips: Sequence[Strip]) -> str:
     """Strips in order, each followed by its chunk id; a code block or a table row on lines of its own, so that
-    code still renders as code and rows read as rows, not run into the sentences around them."""
+    code still renders as code and rows read as rows, not run into the sentences around them. A strip that
+    opens a section of its chunk is led by the section's heading, which in API documentation is what names the
+    thing described (``pub fn dedup(&mut self): Removes consecutive ...``)."""
     out = ""
+    previous: Strip | None = None
     for strip in strips:
+        lead = _lead(strip, previous)
         if strip.text.startswith(("```", "~~~")):
-            out = out.rstrip(" ") + ("\n" if out else "") + f"{strip.text}\n[{strip.chunk_id}]\n"
+            out = out.rstrip(" ") + ("\n" if out else "") + (f"{lead.rstrip()}\n" if lead else "") + \
+                f"{strip.text}\n[{strip.chunk_id}]\n"
         elif TABLE_ROW.search(strip.text):
             out = out.rstrip(" ") + ("\n" if out and not out.endswith("\n") else "") + \
-                f"{strip.text} [{strip.chunk_id}]\n"
+                f"{lead}{strip.text} [{strip.chunk_id}]\n"
         else:
-            out += f"{strip.text} [{strip.chunk_id}] "
+            out += f"{lead}{strip.text} [{strip.chunk_id}] "
+        previous = strip
     return out.strip()
 
 

@@ -11,7 +11,7 @@ from grader.protocol import Grader
 from grader.shift import not_monitored
 from models.types import Chunk, Grade
 from pipeline.retrieval.documents import StoredChunk
-from pipeline.retrieval.strips import sentence_strips
+from pipeline.retrieval.strips import strips_with_sections
 from pipeline.retrieval.words import content_words
 
 __all__ = [
@@ -87,6 +87,7 @@ class Strip:
     order: int
     text: str
     grade: Grade
+    section: str | None = None  # the heading of the chunk's section it sits in (level 2 or deeper), if any
 
 
 def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_budget: int = 300,
@@ -97,13 +98,15 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     and punctuation; chunks come in authority order) is neither graded nor kept twice; one whose grade is
     withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept."""
     strips: list[tuple[str, int, str]] = []
+    sections: list[str | None] = []
     seen: set[tuple[str, ...]] = set()
     for chunk in chunks:
-        for sentence in sentence_strips(chunk.text):
+        for sentence, section in strips_with_sections(chunk.text):
             words = tuple(re.findall(r"\w+", sentence.lower()))
             if words not in seen:
                 seen.add(words)
                 strips.append((chunk.chunk_id, len(strips), sentence))
+                sections.append(section)
     if not strips:
         return []
     with not_monitored():  # strips are not retrieved chunks: the shift alarm watches chunks only
@@ -123,7 +126,7 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
             continue
         kept.append(i)
         used += cost
-    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i]) for i in sorted(kept)]
+    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i], sections[i]) for i in sorted(kept)]
 
 
 def identifiers(text: str) -> set[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "sentence_strips"]
+__all__ = ["MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "sentence_strips", "strips_with_sections"]
 
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
@@ -29,14 +29,26 @@ def sentence_strips(text: str) -> list[str]:
     that each list item (its bullet or number left out) and each table row is a unit of its own: steps and rows
     are graded and quoted one at a time, not run together. A fenced code block is one strip, fences and line
     breaks kept, so that a quoted example still reads as code."""
-    strips: list[str] = []
+    return [strip for strip, _ in strips_with_sections(text)]
+
+
+def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
+    """:func:`sentence_strips`, each with the section it sits in: the text of the last heading of level 2 or
+    deeper above it in the chunk (a level-1 heading titles the whole document), None before any. In API
+    documentation the section heading names what a sentence describes (``pub fn dedup(&mut self)``)."""
+    out: list[tuple[str, str | None]] = []
+    section: str | None = None
     for is_code, block in blocks(text):
         if is_code:
-            strips += [block] if len(block.split()) >= MIN_STRIP_WORDS + 2 else []  # + its two fence lines
+            if len(block.split()) >= MIN_STRIP_WORDS + 2:  # + its two fence lines
+                out.append((block, section))
             continue
-        for unit in _units(block):
-            strips += [s.strip() for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
-    return strips
+        for unit, heading in _units(block):
+            if heading is not None:
+                section = heading if heading.startswith("##") else None
+                continue
+            out += [(s.strip(), section) for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
+    return [(strip, None if where is None else where.lstrip("#").strip() or None) for strip, where in out]
 
 
 def blocks(text: str) -> list[tuple[bool, str]]:
@@ -72,24 +84,30 @@ def blocks(text: str) -> list[tuple[bool, str]]:
     return out
 
 
-def _units(paragraph: str) -> list[str]:
-    """The paragraph's lines joined into units: prose (and a list item's wrapped lines) run on; a list item or
-    a table row starts a unit, and nothing runs on from a row. A line that only looks like an item ("1066. The
-    Normans" wrapped from the line before) is one only where a list can start: the paragraph's first line,
-    after a line that ends a sentence or a lead-in (". : ; ! ?") or after another item."""
-    units: list[list[str]] = []
+def _units(paragraph: str) -> list[tuple[str, str | None]]:
+    """The paragraph's lines joined into units, each as (text, None), and its heading lines as ("", heading):
+    prose (and a list item's wrapped lines) run on; a list item or a table row starts a unit, and nothing runs
+    on from a row. A line that only looks like an item ("1066. The Normans" wrapped from the line before) is
+    one only where a list can start: the paragraph's first line, after a line that ends a sentence or a lead-in
+    (". : ; ! ?") or after another item."""
+    units: list[tuple[list[str], str | None]] = []
     row_open = in_list = False
     previous = ""
     for line in paragraph.splitlines():
-        if MARKDOWN_HEADING.match(line) or not line.strip():
+        if not line.strip():
+            continue
+        if MARKDOWN_HEADING.match(line):
+            units.append(([], line.strip()))
+            row_open, previous = False, ""
             continue
         item = LIST_ITEM.match(line)
-        if item is not None and units and not (in_list or row_open or previous.endswith(LIST_LEAD_IN)):
+        if item is not None and units and units[-1][1] is None and \
+                not (in_list or row_open or previous.endswith(LIST_LEAD_IN)):
             item = None
         row = TABLE_ROW.search(line) is not None
-        if item is not None or row or row_open or not units:
-            units.append([])
+        if item is not None or row or row_open or not units or units[-1][1] is not None:
+            units.append(([], None))
             in_list = item is not None
-        units[-1].append(line[item.end():] if item is not None else line.strip())
+        units[-1][0].append(line[item.end():] if item is not None else line.strip())
         row_open, previous = row, line.rstrip()
-    return [" ".join(unit) for unit in units]
+    return [(" ".join(lines), heading) for lines, heading in units]

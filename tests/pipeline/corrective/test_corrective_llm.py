@@ -171,3 +171,17 @@ def test_escalations_leave_the_calls_an_llm_written_answer_needs(index, grader, 
         "What is the capital of France?", TENANT_A)
     assert _kinds(server) == {"generate": 1, "verify": 1}  # the answer is written and checked by the LLM
     assert result.grounding == "verified" and result.llm_calls == len(server.requests) == 3  # one escalation
+
+
+def test_the_llm_reads_each_quoted_section_led_by_its_heading(tmp_path, grader, server):
+    from pipeline.retrieval.index import LocalHybridIndex
+    from tests.pipeline.conftest import HashEmbedder, make_chunk
+
+    index = LocalHybridIndex(tmp_path / "api-idx", embedder=HashEmbedder())
+    index.add([make_chunk("a-vec", "# Vec\n\n#### pub fn dedup(&mut self)\n\nRemoves consecutive repeated elements "
+                          "in the vector.", title="Vec")])
+    _rag(index, grader, server).run("How do I remove consecutive repeated elements from a vector?", TENANT_A)
+    generate = [json.loads(r["messages"][-1]["content"]) for r in server.requests
+                if r["messages"][0]["content"].startswith("You answer")]
+    assert generate and generate[0]["passages"] == [
+        {"id": "a-vec", "text": "pub fn dedup(&mut self): Removes consecutive repeated elements in the vector."}]

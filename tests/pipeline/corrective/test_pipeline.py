@@ -291,3 +291,15 @@ def test_table_rows_are_quoted_one_per_line_in_a_grader_only_answer(tmp_path, gr
     assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
     assert "\n| Team | $25 per month | [a-price]" in result.answer  # the row (P 0.56) on a line of its own
     assert "| [a-price] |" not in result.answer  # no row run into the next one
+
+
+def test_a_quoted_strip_is_led_by_the_section_heading_that_names_what_it_describes(tmp_path, grader):
+    from pipeline.retrieval.index import LocalHybridIndex
+
+    index = LocalHybridIndex(tmp_path / "api-idx", embedder=HashEmbedder())
+    index.add([make_chunk("a-vec", "# Vec\n\n#### pub fn dedup(&mut self)\n\nRemoves consecutive repeated elements "
+                          "in the vector.", title="Vec")])
+    result = CorrectiveRAG(index, grader).run("How do I remove consecutive repeated elements from a vector?",
+                                              TENANT_A)
+    assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    assert result.answer.startswith("pub fn dedup(&mut self): Removes consecutive repeated elements in the vector.")

@@ -119,3 +119,16 @@ def test_a_fenced_code_block_is_one_strip_with_its_line_breaks():
         "Split a path with parse.",
         "```js\npath.parse('/home/user/file.txt');\n\n// Returns: { ext: '.txt' }\n```",  # a blank line inside too
         "After the code comes prose."]  # a block of fewer than three words is no strip, like a short sentence
+
+
+def test_each_strip_knows_the_section_heading_it_sits_under():
+    from pipeline.retrieval.strips import strips_with_sections
+
+    text = ("# Vec\n\nA growable array type.\n\n#### pub fn dedup(&mut self)\nRemoves consecutive repeated elements."
+            "\n\n```rust\nlet mut v = vec![1, 1];\nv.dedup();\n```\n\n## Other\n\nMore text goes here.")
+    assert strips_with_sections(text) == [
+        ("A growable array type.", None),  # a level-1 heading titles the document, not a section
+        ("Removes consecutive repeated elements.", "pub fn dedup(&mut self)"),
+        ("```rust\nlet mut v = vec![1, 1];\nv.dedup();\n```", "pub fn dedup(&mut self)"),
+        ("More text goes here.", "Other")]
+    assert [s for s, _ in strips_with_sections(text)] == sentence_strips(text)
