@@ -268,38 +268,36 @@ def test_the_corrective_loop_does_not_watch_its_sentence_strips():
     assert strips and grader.shift_status().seen == 0
 
 
-def test_a_quoted_code_example_stays_a_code_block_in_a_grader_only_answer(tmp_path, grader):
+def _answer_from_one_chunk(tmp_path, grader, chunk_id, text, question):
+    """A grader-only run over an index holding one chunk; the run must answer (fully or in part)."""
     from pipeline.retrieval.index import LocalHybridIndex
 
-    index = LocalHybridIndex(tmp_path / "code-idx", embedder=HashEmbedder())
-    index.add([make_chunk("a-ext", "The path.extname() method returns the extension of a path.\n\n```js\n"
-                          "path.extname('index.html');\n// Returns: '.html'\n```", title="Path")])
-    result = CorrectiveRAG(index, grader).run("What does path.extname('index.html') return?", TENANT_A)
+    index = LocalHybridIndex(tmp_path / "one-chunk-idx", embedder=HashEmbedder())
+    index.add([make_chunk(chunk_id, text, title="Doc")])
+    result = CorrectiveRAG(index, grader).run(question, TENANT_A)
     assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    return result.answer
+
+
+def test_a_quoted_code_example_stays_a_code_block_in_a_grader_only_answer(tmp_path, grader):
+    answer = _answer_from_one_chunk(tmp_path, grader, "a-ext", "The path.extname() method returns the extension of "
+                                    "a path.\n\n```js\npath.extname('index.html');\n// Returns: '.html'\n```",
+                                    "What does path.extname('index.html') return?")
     # the example (P 0.89) on lines of its own, line breaks kept: Markdown renders it as code
     block = "```js\npath.extname('index.html');\n// Returns: '.html'\n```\n[a-ext]"
-    assert result.answer.startswith(block) or f"\n{block}" in result.answer
+    assert answer.startswith(block) or f"\n{block}" in answer
 
 
 def test_table_rows_are_quoted_one_per_line_in_a_grader_only_answer(tmp_path, grader):
-    from pipeline.retrieval.index import LocalHybridIndex
-
-    index = LocalHybridIndex(tmp_path / "table-idx", embedder=HashEmbedder())
-    index.add([make_chunk("a-price", "Prices of the plans per month are listed below.\n\n| Plan | Price per month |\n"
-                          "| Pro | $10 per month |\n| Team | $25 per month |", title="Pricing")])
-    result = CorrectiveRAG(index, grader).run("How much does the Team plan cost per month?", TENANT_A)
-    assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
-    assert "\n| Team | $25 per month | [a-price]" in result.answer  # the row (P 0.56) on a line of its own
-    assert "| [a-price] |" not in result.answer  # no row run into the next one
+    answer = _answer_from_one_chunk(tmp_path, grader, "a-price", "Prices of the plans per month are listed below.\n\n"
+                                    "| Plan | Price per month |\n| Pro | $10 per month |\n| Team | $25 per month |",
+                                    "How much does the Team plan cost per month?")
+    assert "\n| Team | $25 per month | [a-price]" in answer  # the row (P 0.56) on a line of its own
+    assert "| [a-price] |" not in answer  # no row run into the next one
 
 
 def test_a_quoted_strip_is_led_by_the_section_heading_that_names_what_it_describes(tmp_path, grader):
-    from pipeline.retrieval.index import LocalHybridIndex
-
-    index = LocalHybridIndex(tmp_path / "api-idx", embedder=HashEmbedder())
-    index.add([make_chunk("a-vec", "# Vec\n\n#### pub fn dedup(&mut self)\n\nRemoves consecutive repeated elements "
-                          "in the vector.", title="Vec")])
-    result = CorrectiveRAG(index, grader).run("How do I remove consecutive repeated elements from a vector?",
-                                              TENANT_A)
-    assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
-    assert result.answer.startswith("pub fn dedup(&mut self): Removes consecutive repeated elements in the vector.")
+    answer = _answer_from_one_chunk(tmp_path, grader, "a-vec", "# Vec\n\n#### pub fn dedup(&mut self)\n\nRemoves "
+                                    "consecutive repeated elements in the vector.",
+                                    "How do I remove consecutive repeated elements from a vector?")
+    assert answer.startswith("pub fn dedup(&mut self): Removes consecutive repeated elements in the vector.")
