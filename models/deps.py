@@ -17,5 +17,5 @@ def require(module: str, extra: str) -> ModuleType:
     except ImportError as exc:
         raise MissingDependencyError(
             f"{module!r} is needed for this feature but is not installed; "
-            f"install it with: pip install 'crag-grader[{extra}]'"
+            f"install it with: pip install 'crag-grader[{extra}]'", extra=extra
         ) from exc

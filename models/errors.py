@@ -36,7 +36,11 @@ class BundleError(CragError):
 
 
 class MissingDependencyError(CragError, ImportError):
-    """An optional dependency is not installed; the message names the extra to install."""
+    """An optional dependency is not installed; the message names the extra to install, ``extra`` too."""
+
+    def __init__(self, message: str, *, extra: str | None = None) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class NotFittedError(CragError, RuntimeError):

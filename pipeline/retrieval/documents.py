@@ -19,11 +19,10 @@ from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.strips import MARKDOWN_HEADING, blocks
 
-__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "RAG_READERS", "Principal", "StoredChunk", "check_name",
-           "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
+__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
+           "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx")
-RAG_READERS = {".md": "markdown_it", ".markdown": "markdown_it", ".pdf": "pypdf"}  # modules of the rag extra
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")

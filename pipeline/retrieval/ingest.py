@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from models.deps import require
 from models.errors import DataError, MissingDependencyError
 from models.progress import progress, stage
 from pipeline.retrieval.documents import (
-    RAG_READERS,
     SUPPORTED,
     StoredChunk,
     check_name,
@@ -115,12 +113,12 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     if unsupported:
         logger.info("passed over %d files of types that cannot be indexed (%s); supported: %s",
                     sum(unsupported.values()), ", ".join(sorted(unsupported)), ", ".join(SUPPORTED))
-    for module in sorted({RAG_READERS[p.suffix.lower()] for p in files if p.suffix.lower() in RAG_READERS}):
-        require(module, "rag")  # the index's own extra, not one file's problem: no --skip-errors advice
     for path in progress((p.resolve() for p in files), desc="reading documents", total=len(files), unit="file"):
         try:
             title, text = read_document(path)
         except (DataError, MissingDependencyError) as exc:  # a .docx without the docx extra is one file's problem
+            if isinstance(exc, MissingDependencyError) and exc.extra == "rag":
+                raise  # the index's own extra (Markdown, PDF): no file can be skipped around it, nothing is written
             if not skip_errors:
                 raise type(exc)(f"{exc} (pass --skip-errors to index the other files and report this one)") from exc
             report.skipped.append({"path": str(path), "reason": str(exc)})

@@ -85,18 +85,21 @@ def test_without_the_docx_extra_a_word_file_is_named_and_can_be_skipped(tmp_path
 
 
 def test_without_the_rag_extra_markdown_and_pdf_are_not_one_files_problem(tmp_path, monkeypatch):
-    """Markdown and PDF readers belong to the index's own extra: its absence stops the run before any file is read,
-    with no advice to skip files."""
+    """Markdown and PDF readers belong to the index's own extra: its absence stops the run, with nothing written
+    and no advice to skip files."""
     import sys
 
     from models import MissingDependencyError
+    from pipeline.retrieval import markdown_text
     from pipeline.retrieval.index import LocalHybridIndex
     from pipeline.retrieval.ingest import ingest
     from tests.pipeline.conftest import HashEmbedder
 
     (tmp_path / "notes.md").write_text("Plain notes here.", encoding="utf-8")
     monkeypatch.setitem(sys.modules, "markdown_it", None)
+    markdown_text._parser.cache_clear()  # as in a process that never had the parser (cleared again below)
     index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
     with pytest.raises(MissingDependencyError, match=r"crag-grader\[rag\]'$"):
         ingest(index, [tmp_path], tenant="t", skip_errors=True)
     assert not (tmp_path / "idx" / "index.sqlite").exists()
+    markdown_text._parser.cache_clear()
