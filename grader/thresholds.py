@@ -392,8 +392,7 @@ def labels_needed(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, clus
     if p.size < 2 or len(set(y.tolist())) < 2:
         return None
     bands = [choose_thresholds(p, y, max_escalation=float(level)).policy for level in np.linspace(0.95, 0.0, 20)]
-    return _least_labels(bands, p, y, alpha, delta, tested_share=0.5,
-                         clusters=None if clusters is None else np.asarray(clusters))
+    return _least_labels(bands, p, y, alpha, delta, tested_share=0.5, clusters=clusters)
 
 
 def labels_needed_all_tested(p: np.ndarray, y: np.ndarray, alpha: float, delta: float, decision: float,

@@ -29,7 +29,7 @@ from pipeline.corrective.generation import Claim, Evidence, GeneratedAnswer, Gro
 from pipeline.corrective.outcomes import Outcome
 from pipeline.corrective.state import RunState
 from pipeline.retrieval.documents import StoredChunk
-from pipeline.retrieval.strips import TABLE_ROW
+from pipeline.retrieval.strips import FENCE, TABLE_ROW
 
 __all__ = ["ANSWER_LLM_CALLS", "Answerer", "Draft"]
 
@@ -224,7 +224,7 @@ def _quoted(strips: Sequence[Strip]) -> str:
     previous: Strip | None = None
     for strip in strips:
         lead = _lead(strip, previous)
-        if strip.text.startswith(("```", "~~~")):
+        if FENCE.match(strip.text):
             out = out.rstrip(" ") + ("\n" if out else "") + (f"{lead.rstrip()}\n" if lead else "") + \
                 f"{strip.text}\n[{strip.chunk_id}]\n"
         elif TABLE_ROW.search(strip.text):

@@ -37,10 +37,9 @@ def docx_to_text(path: Path) -> tuple[str, str]:
             paragraphs += _table_rows(block)
             step = 0
         elif block.text.strip():
-            text = _paragraph(block)
-            numbered = text.startswith("- ") and "number" in _style(block).lower()
-            step = step + 1 if numbered else 0
-            paragraphs.append(f"{step}. {text[2:]}" if numbered else text)
+            style = _style(block).lower()
+            step = step + 1 if style.startswith("list") and "number" in style else 0
+            paragraphs.append(_paragraph(block, step))
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
@@ -51,7 +50,8 @@ def _style(paragraph: Any) -> str:
     return (paragraph.style.name if paragraph.style is not None else "") or ""
 
 
-def _paragraph(paragraph: Any) -> str:
+def _paragraph(paragraph: Any, step: int = 0) -> str:
+    """The paragraph as Markdown: a heading, a list item (numbered ``step.`` when ``step``), or plain text."""
     text = re.sub(r"[ \t]+", " ", paragraph.text).strip()
     style = _style(paragraph)
     level = HEADING_STYLE.search(style)
@@ -60,7 +60,7 @@ def _paragraph(paragraph: Any) -> str:
     if style.lower() == "title":
         return "# " + " ".join(text.split())
     if style.lower().startswith("list"):
-        return "- " + text
+        return f"{step}. {text}" if step else "- " + text
     return text
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "sentence_strips", "strips_with_sections"]
+__all__ = ["FENCE", "MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "sentence_strips", "strips_with_sections"]
 
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
@@ -45,10 +45,10 @@ def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
             continue
         for unit, heading in _units(block):
             if heading is not None:
-                section = heading if heading.startswith("##") else None
+                section = (heading.lstrip("#").strip() or None) if heading.startswith("##") else None
                 continue
             out += [(s.strip(), section) for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
-    return [(strip, None if where is None else where.lstrip("#").strip() or None) for strip, where in out]
+    return out
 
 
 def blocks(text: str) -> list[tuple[bool, str]]:
