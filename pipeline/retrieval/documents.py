@@ -17,7 +17,7 @@ from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
-from pipeline.retrieval.strips import MARKDOWN_HEADING, blocks
+from pipeline.retrieval.strips import FENCE, MARKDOWN_HEADING, blocks, closes_fence
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -183,18 +183,26 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
 
     Sections are kept whole where they fit: a Markdown heading (``#`` .. ``######``; HTML headings are read as
     such) starts a new chunk once the current one is a third full, and a chunk never ends with a heading,
-    which goes with the text it heads. A fenced code block is one paragraph (blank lines inside it too); one
-    longer than a chunk is cut between lines, each piece fenced again."""
+    which goes with the text it heads. A chunk that starts inside a section opens with that section's headings
+    (level 2 and deeper, outermost first, as many as fit in a quarter of a chunk): "## Configuration" is what
+    makes its third chunk retrievable and gradable for a question about configuration. A fenced code block is
+    one paragraph (blank lines inside it too); one longer than a chunk is cut between lines, each piece
+    fenced again."""
     if max_chars < 100:
         raise ConfigError(f"max_chars must be >= 100, got {max_chars}")
     chunks: list[str] = []
     current: list[str] = []
+    path: list[tuple[int, str]] = []  # the headings of level >= 2 the text is under, outermost first
     for is_code, paragraph in blocks(text):
         waiting = _trailing_headings(current)  # headings left room beside a long paragraph's first piece
-        room = max_chars - len("\n\n".join(waiting)) - 2 if waiting else max_chars
+        context = _section_context(path, max_chars)
+        lead = [*context, *(w for w in waiting if w not in context)]
+        room = max_chars - len("\n\n".join(lead)) - 2 if lead else max_chars
         split = _split_code if is_code else _split_sentences
         pieces = [paragraph] if len(paragraph) <= max_chars else split(paragraph, room if room >= 100 else max_chars)
         for piece in pieces:
+            if _is_heading(piece):
+                path = _under_heading(path, piece)
             size = len("\n\n".join(current))
             body = [p for p in current if not _is_heading(p)]
             new_section = bool(MARKDOWN_HEADING.match(piece)) and size >= max_chars // 3 and bool(body)
@@ -203,11 +211,40 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
                 if len("\n\n".join([*carried, piece])) > max_chars:  # no room beside the text: the heading stays
                     carried = []
                 chunks.append("\n\n".join(current[:len(current) - len(carried)]))
-                current = carried
+                first = carried[0] if carried else piece
+                outer = path if not _is_heading(first) else [h for h in path if h[0] < _heading_level(first)]
+                current = _fitting(_section_context(outer, max_chars), [*carried, piece], max_chars) + carried
             current.append(piece)
     if current:
         chunks.append("\n\n".join(current))
     return chunks
+
+
+def _heading_level(heading: str) -> int:
+    return len(heading.strip()) - len(heading.strip().lstrip("#"))
+
+
+def _under_heading(path: list[tuple[int, str]], heading: str) -> list[tuple[int, str]]:
+    """The section path once ``heading`` is read: it closes every section of its level or deeper; a level-1
+    heading titles the document (or a new part of it) and closes them all."""
+    level = _heading_level(heading)
+    kept = [(lvl, h) for lvl, h in path if lvl < level]
+    return [*kept, (level, heading.strip())] if level >= 2 else []
+
+
+def _section_context(path: list[tuple[int, str]], max_chars: int) -> list[str]:
+    """The innermost headings of ``path`` that fit in a quarter of a chunk, outermost first."""
+    headings = [h for _, h in path]
+    while headings and len("\n\n".join(headings)) > max_chars // 4:
+        headings = headings[1:]
+    return headings
+
+
+def _fitting(context: list[str], rest: list[str], max_chars: int) -> list[str]:
+    """As much of ``context`` (dropping the outermost first) as fits in one chunk before ``rest``."""
+    while context and len("\n\n".join([*context, *rest])) > max_chars:
+        context = context[1:]
+    return context
 
 
 def _is_heading(paragraph: str) -> bool:
@@ -227,8 +264,9 @@ def _split_code(block: str, max_chars: int) -> list[str]:
     block (its opening line, a closing fence), so that every chunk's code still reads as code."""
     lines = block.split("\n")
     opening = lines[0]
-    closing = opening.strip()[:3]
-    body = lines[1:-1] if len(lines) > 1 and lines[-1].strip().startswith(closing) else lines[1:]
+    opener = FENCE.match(opening)
+    closing = opener.group(1) if opener else "```"
+    body = lines[1:-1] if len(lines) > 1 and closes_fence(lines[-1], closing) else lines[1:]
     room = max(20, max_chars - len(opening) - len(closing) - 2)
     pieces: list[str] = []
     current: list[str] = []

@@ -21,6 +21,8 @@ import html.parser
 import re
 from dataclasses import dataclass
 
+from pipeline.retrieval.strips import fence_for
+
 __all__ = ["html_to_text"]
 
 NEVER_TEXT = frozenset({"script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "select",
@@ -107,7 +109,11 @@ class _Extractor(html.parser.HTMLParser):
                 del self.parts[-1], self.in_content[-1]
             elif not self._in_pre:
                 self.parts[-1] = self.parts[-1].rstrip("\n")
-                self._add("\n```")
+                code = "".join(self.parts[self._pre_opened:]).split("\n")
+                info = self.parts[self._pre_opened - 1].strip().lstrip("`")  # "```python\n" -> "python"
+                opening, closing = fence_for(code, info)  # longer than a fence the code shows, if it shows one
+                self.parts[self._pre_opened - 1] = opening + "\n"
+                self._add("\n" + closing)
         if tag in BLOCKS:
             self._add(PARAGRAPH)
         stack = self._left_out_stack

@@ -21,6 +21,7 @@ from typing import Any
 
 from models.deps import require
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.strips import fence_for
 
 __all__ = ["markdown_to_text"]
 
@@ -98,11 +99,10 @@ class _Writer:
             elif kind == "paragraph_open":
                 self._block(token.map, _inline(tokens[i + 1]).split("\n"))
                 i += 2
-            elif kind == "fence":
-                self._block(token.map, [token.markup + token.info, *token.content.rstrip("\n").split("\n"),
-                                        token.markup])
-            elif kind == "code_block":  # indented code, fenced like the rest so that it still reads as code
-                self._block(token.map, ["```", *token.content.rstrip("\n").split("\n"), "```"])
+            elif kind in ("fence", "code_block"):  # indented code fenced like the rest, so that it reads as code
+                code = token.content.rstrip("\n").split("\n")
+                opening, closing = fence_for(code, token.info if kind == "fence" else "")
+                self._block(token.map, [opening, *code, closing])
             elif kind == "html_block":
                 readable = html_to_text(_without_comments(token.content))[1].strip()
                 if readable:

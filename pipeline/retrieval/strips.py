@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FENCE", "MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "sentence_strips", "strips_with_sections"]
+__all__ = ["FENCE", "MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "closes_fence", "fence_for", "sentence_strips",
+           "strips_with_sections"]
 
-FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")  # a code fence as CommonMark reads one: three or more of one kind
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
 LIST_ITEM = re.compile(r"^\s*(?:[*+-]|\d{1,9}[.)])\s+(?=\S)")  # "* item", "- item", "2. step", "3) step"
 LIST_LEAD_IN = (".", ":", ";", "!", "?")
@@ -73,7 +74,7 @@ def blocks(text: str) -> list[tuple[bool, str]]:
             lines.append(line)
         elif fence:
             lines.append(line)
-            if opener is not None and opener.group(1) == fence and len(lines) > 1:
+            if len(lines) > 1 and closes_fence(line, fence):
                 flush(True)
                 fence = ""
         elif not line.strip():
@@ -82,6 +83,23 @@ def blocks(text: str) -> list[tuple[bool, str]]:
             lines.append(line)
     flush(bool(fence))
     return out
+
+
+def closes_fence(line: str, fence: str) -> bool:
+    """Whether ``line`` closes the code block opened by ``fence`` (its marker, such as ```` ``` ````): as CommonMark
+    has it, the same character at least as many times and nothing after it (```` ```python ```` is code)."""
+    closer = FENCE.match(line)
+    marker = closer.group(1) if closer else ""
+    return marker[:1] == fence[:1] and len(marker) >= len(fence) and not line.strip()[len(marker):].strip()
+
+
+def fence_for(code_lines: list[str], info: str = "") -> tuple[str, str]:
+    """(opening, closing) fence lines for a code block whose lines are ``code_lines``: three backticks, or more
+    than the longest backtick fence inside it, so that a block quoting Markdown (an HTML ``<pre>`` showing a
+    fenced example, an indented block) is not closed early by its own content."""
+    inner = [len(m.group(1)) for line in code_lines if (m := FENCE.match(line)) and m.group(1)[0] == "`"]
+    fence = "`" * max(3, max(inner, default=0) + 1)
+    return fence + info, fence
 
 
 def _units(paragraph: str) -> list[tuple[str, str | None]]:

@@ -123,11 +123,49 @@ def test_a_section_stays_with_its_heading_when_it_fits():
     bill = "Bill text. " * 50
     chunks = chunk_text(f"# Guide\n\n{intro}\n\n## Reset\n\n{reset}\n\n## Billing\n\n{bill}\n\n## Tail\n\nShort.",
                         max_chars=400)
-    assert [c.split("\n\n")[0][:20] for c in chunks] == ["# Guide", "## Reset", "## Billing", "Bill text. Bill text",
-                                                          "## Tail"]
+    assert [c.split("\n\n")[0][:20] for c in chunks] == ["# Guide", "## Reset", "## Billing", "## Billing", "## Tail"]
+    assert chunks[3].split("\n\n")[1].startswith("Bill text.")  # the section went on: its heading is repeated
     assert not any(c.rstrip().split("\n\n")[-1].startswith("#") for c in chunks)  # no chunk ends with a heading
     assert all(len(c) <= 400 for c in chunks)
-    assert " ".join(chunks).split() == f"# Guide {intro} ## Reset {reset} ## Billing {bill} ## Tail Short.".split()
+    read_once = " ".join([*chunks[:3], chunks[3].removeprefix("## Billing\n\n"), chunks[4]])
+    assert read_once.split() == f"# Guide {intro} ## Reset {reset} ## Billing {bill} ## Tail Short.".split()
+
+
+def test_a_chunk_inside_a_section_opens_with_the_headings_it_is_under():
+    cards = "Card text. " * 60
+    text = f"# Guide\n\nIntro.\n\n## Billing\n\nBill text.\n\n### Cards\n\n{cards}\n\n## Tail\n\n" + "Tail. " * 70
+    chunks = chunk_text(text, max_chars=400)
+    heads = [[p for p in c.split("\n\n") if p.startswith("#")] for c in chunks]
+    assert heads == [["# Guide", "## Billing"], ["## Billing", "### Cards"], ["## Billing", "### Cards"], ["## Tail"],
+                     ["## Tail"]]  # a subsection's first chunk opens with its parent section too
+    assert all(len(c) <= 400 for c in chunks)
+    # a deep path is cut to a quarter of a chunk, innermost kept; a level-1 heading closes every section
+    deep = "\n\n".join(f"{'#' * level} Level {level} heading" for level in range(2, 7))
+    chunks = chunk_text(f"{deep}\n\n{cards}\n\n# Part two\n\n{cards}", max_chars=400)
+    assert chunks[1].startswith("### Level 3 heading\n\n#### Level 4 heading\n\n##### Level 5 heading\n\n"
+                                "###### Level 6 heading\n\nCard text.")  # 88 characters; all five would be 108
+    assert all(len(c) <= 400 for c in chunks)
+    part_two = [c for c in chunks if "# Part two" in c]
+    assert part_two and chunks[-1].startswith("Card text.") and chunks.index(part_two[0]) < len(chunks) - 1
+
+
+def test_code_that_shows_a_fence_keeps_its_block_whole():
+    from pipeline.retrieval.html_text import html_to_text
+    from pipeline.retrieval.strips import blocks
+
+    shown = "Write:\n```python\nx = 1\n```\nin your README."
+    html = f"<p>Example follows.</p><pre><code class='language-md'>{shown}</code></pre><p>Then commit it.</p>"
+    markdown = f"Example follows.\n\n````md\n{shown}\n````\n\nThen commit it.\n\n    indented\n    ```\n"
+    for text in (html_to_text(html)[1], markdown_to_text(markdown)[1]):
+        parts = blocks(text)
+        assert parts[:3] == [(False, "Example follows."), (True, f"````md\n{shown}\n````"), (False, "Then commit it.")]
+    assert parts[3] == (True, "````\nindented\n```\n````")
+    # CommonMark's closing rule: the same mark, at least as long, nothing after it
+    assert blocks("```\ncode\n```python\n~~~\nmore\n```\nafter") == [
+        (True, "```\ncode\n```python\n~~~\nmore\n```"), (False, "after")]
+    long_code = "\n".join(["````md", *(f"line {i}" for i in range(80)), "```", "````"])
+    pieces = chunk_text(long_code, max_chars=200)
+    assert len(pieces) > 2 and all(p.startswith("````md\n") and p.endswith("\n````") for p in pieces)
 
 
 @pytest.mark.parametrize("opener", ["[", "![", "<!-- ", "<http:", "__a ", "**a "])
