@@ -2,9 +2,9 @@
 
 Paragraphs and tables come in document order. Heading and Title styles are written as Markdown headings,
 so chunking keeps each section with its heading and sentence strips never quote one; list paragraphs
-keep a ``- `` bullet, or their number (``1. ``, ``2. ``) in a "List Number" style; a table row is one paragraph
-of its cells. Page headers and footers are not part of
-the body and are left out, like a web page's furniture.
+keep the label Word shows them with (``- `` for a bullet, ``3. ``, ``2.1. ``, ``b) ``: see
+:mod:`pipeline.retrieval.docx_numbering`); a table row is one paragraph of its cells. Page headers and footers
+are not part of the body and are left out, like a web page's furniture.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
+from pipeline.retrieval.docx_numbering import ListLabels
 
 __all__ = ["docx_to_text"]
 
@@ -31,15 +32,12 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted or "
                         "older .doc file must be saved as .docx first") from exc
     paragraphs: list[str] = []
-    step = 0  # the number of the next item of a numbered list ("List Number" styles), 0 outside one
+    labels = ListLabels(document)
     for block in document.iter_inner_content():
         if isinstance(block, docx.table.Table):
             paragraphs += _table_rows(block)
-            step = 0
         elif block.text.strip():
-            style = _style(block).lower()
-            step = step + 1 if style.startswith("list") and "number" in style else 0
-            paragraphs.append(_paragraph(block, step))
+            paragraphs.append(_paragraph(block, labels.label(block)))
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
@@ -50,8 +48,9 @@ def _style(paragraph: Any) -> str:
     return (paragraph.style.name if paragraph.style is not None else "") or ""
 
 
-def _paragraph(paragraph: Any, step: int = 0) -> str:
-    """The paragraph as Markdown: a heading, a list item (numbered ``step.`` when ``step``), or plain text."""
+def _paragraph(paragraph: Any, label: str | None) -> str:
+    """The paragraph as Markdown: a heading, a list item (the ``label`` Word shows: "- ", "3. ", "2.1. "), or plain
+    text."""
     text = re.sub(r"[ \t]+", " ", paragraph.text).strip()
     style = _style(paragraph)
     level = HEADING_STYLE.search(style)
@@ -59,9 +58,7 @@ def _paragraph(paragraph: Any, step: int = 0) -> str:
         return "#" * int(level.group(1)) + " " + " ".join(text.split())
     if style.lower() == "title":
         return "# " + " ".join(text.split())
-    if style.lower().startswith("list"):
-        return f"{step}. {text}" if step else "- " + text
-    return text
+    return (label or "") + text
 
 
 def _table_rows(table: Any) -> list[str]:

@@ -45,11 +45,46 @@ def test_numbered_list_paragraphs_keep_their_numbers(tmp_path):
     for step in ("Open the orders page", "Choose the order"):
         document.add_paragraph(step, style="List Number")
     document.add_paragraph("Keep the receipt", style="List Bullet")
-    document.add_paragraph("Then wait for the refund", style="List Number")  # a new list after the bullet
+    document.add_paragraph("Then wait for the refund", style="List Number")  # the same list goes on, as Word shows
     document.save(str(tmp_path / "steps.docx"))
     assert read_document(tmp_path / "steps.docx")[1].split("\n\n") == [
         "To return an order:", "1. Open the orders page", "2. Choose the order", "- Keep the receipt",
-        "1. Then wait for the refund"]
+        "3. Then wait for the refund"]
+
+
+def _numbered(paragraph, num_id, level=0):
+    """Number a paragraph directly (its own w:numPr), as Word does for a list typed into a "List Paragraph"."""
+    from docx.oxml import parse_xml
+
+    paragraph._p.get_or_add_pPr().append(parse_xml(
+        f'<w:numPr xmlns:w="{W_NS}"><w:ilvl w:val="{level}"/><w:numId w:val="{num_id}"/></w:numPr>'))
+
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
+def test_word_numbering_definitions_give_nested_lettered_and_restarted_labels(tmp_path):
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    numbering = document.part.numbering_part.element
+    levels = [("decimal", "%1.", 1), ("lowerLetter", "%2)", 1), ("upperRoman", "%1.%3", 4)]
+    numbering.append(parse_xml(f'<w:abstractNum xmlns:w="{W_NS}" w:abstractNumId="90">' + "".join(
+        f'<w:lvl w:ilvl="{i}"><w:start w:val="{start}"/><w:numFmt w:val="{fmt}"/><w:lvlText w:val="{text}"/></w:lvl>'
+        for i, (fmt, text, start) in enumerate(levels)) + "</w:abstractNum>"))
+    numbering.append(parse_xml(f'<w:num xmlns:w="{W_NS}" w:numId="90"><w:abstractNumId w:val="90"/></w:num>'))
+    numbering.append(parse_xml(  # a second list on the same definition that starts at 7
+        f'<w:num xmlns:w="{W_NS}" w:numId="91"><w:abstractNumId w:val="90"/>'
+        '<w:lvlOverride w:ilvl="0"><w:startOverride w:val="7"/></w:lvlOverride></w:num>'))
+    items = [("Install the tool", 90, 0), ("Download it", 90, 1), ("Unpack it", 90, 1), ("Check the hash", 90, 2),
+             ("Configure it", 90, 0), ("Set the key", 90, 1), ("Later steps", 91, 0), ("Not numbered", 0, 0)]
+    for text, num_id, level in items:
+        _numbered(document.add_paragraph(text, style="List Paragraph"), num_id, level)
+    document.add_paragraph("A plain paragraph in a list style shows no label", style="List Paragraph")
+    document.save(str(tmp_path / "manual.docx"))
+    assert read_document(tmp_path / "manual.docx")[1].split("\n\n") == [
+        "1. Install the tool", "a) Download it", "b) Unpack it", "1.IV Check the hash", "2. Configure it",
+        "a) Set the key", "7. Later steps", "Not numbered", "A plain paragraph in a list style shows no label"]
 
 
 def test_the_title_property_names_the_document_and_folders_find_word_files(tmp_path):
