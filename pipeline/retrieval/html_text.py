@@ -157,12 +157,20 @@ class _Extractor(html.parser.HTMLParser):
         return PARAGRAPH.join(p for p in paragraphs if p.strip("#"))  # an empty heading is no paragraph
 
 
+# A complete tag as browsers read one: a name, then attributes whose quoted values may hold "<" and ">" (a data
+# URI, a title "a < b"); anything else after a "<" is text. A quoted value ends at the next quote of its kind and
+# names and unquoted values stop at "<", so a "<" is decided in one forward scan that a later "<" rarely repeats.
+TAG = re.compile(r"""</?[A-Za-z][^\s/<>"'=]*"""
+                 r"""(?:(?:\s+|(?<=["']))[^\s"'<>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'<>=`]+))?|\s*/)*\s*>""")
+DECLARATION = re.compile(r"<[!?][^<>]*>")  # <!DOCTYPE html>, <?xml ...?>
+
+
 def defuse_unclosed(markup: str) -> str:
-    """``markup`` with every ``<`` that starts no complete tag or comment written ``&lt;`` (text, as a browser
-    shows a stray ``<``), in one pass: a tag's ``<`` must reach its ``>`` before the next ``<``, a comment's
-    ``<!--`` its ``-->``."""
+    """``markup`` with every ``<`` that starts no complete tag, declaration or comment written ``&lt;`` (text, as
+    a browser shows a stray ``<``), in one pass: the standard library's parser takes quadratic time over
+    constructs that never close (CVE-2025-6069)."""
     out: list[str] = []
-    at, next_gt, next_close = 0, -1, -1
+    at, next_close = 0, -1
     while (lt := markup.find("<", at)) >= 0:
         if markup.startswith("<!--", lt):
             if next_close != -2 and next_close < lt + 4:  # the cached "-->" is behind us (or none was looked for)
@@ -172,15 +180,10 @@ def defuse_unclosed(markup: str) -> str:
                 out.append(markup[at:next_close + 3])
                 at = next_close + 3
                 continue
-        else:
-            if next_gt != -2 and next_gt <= lt:
-                found = markup.find(">", lt + 1)
-                next_gt = -2 if found < 0 else found
-            following = markup.find("<", lt + 1)
-            if next_gt >= 0 and (following < 0 or next_gt < following):
-                out.append(markup[at:next_gt + 1])
-                at = next_gt + 1
-                continue
+        elif (tag := TAG.match(markup, lt) or DECLARATION.match(markup, lt)) is not None:
+            out.append(markup[at:tag.end()])
+            at = tag.end()
+            continue
         out.append(markup[at:lt] + "&lt;")
         at = lt + 1
     out.append(markup[at:])

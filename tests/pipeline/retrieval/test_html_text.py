@@ -91,7 +91,8 @@ def test_a_page_in_its_declared_charset_is_read_and_an_undeclared_one_is_an_erro
         read_document(wrong)
 
 
-@pytest.mark.parametrize("opener", ["<a ", "</", "<!-- ", "a<!", "<?", "<a"])
+@pytest.mark.parametrize("opener", ["<a ", "</", "<!-- ", "a<!", "<?", "<a", '<a x="', "<a x='<b y=\"", "<a  b  ",
+                                    "<a\t/"])
 def test_stray_openers_are_text_read_in_linear_time(opener):
     """The standard library's parser takes quadratic time over tags that never close (a 60 KB run of "<a " took
     39 s): a "<" that cannot close before the next one is read as text first."""
@@ -108,6 +109,14 @@ def test_a_stray_less_than_sign_is_text_and_real_tags_and_comments_still_read():
     page = ('<p>if x<y and 3 < 4 <!-- hidden <b>note</b> --><b>bold</b> <a href="u" title="a>b">link</a></p>'
             '<script>if (a<b && c>d) run()</script><p>Unclosed <!-- comment stays</p>')
     assert html_to_text(page)[1] == 'if x<y and 3 < 4 bold link\n\nUnclosed <!-- comment stays'
+
+
+def test_quoted_attribute_values_may_hold_angle_brackets():
+    image = "data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg'><rect/></svg>"
+    page = (f'<!DOCTYPE html><p><a title="x < y" href=\'/q?a<b\'>Compare</a> two values.</p>'
+            f'<p><img alt="chart" src="{image}">Chart<br/>below<input disabled class=wide>.</p>'
+            '<p><b class="a"id="b">Glued</b> attributes, <i >spaced</i > tags.</p>')
+    assert html_to_text(page)[1] == "Compare two values.\n\nChart\nbelow.\n\nGlued attributes, spaced tags."
 
 
 def test_a_page_that_marks_its_content_is_read_from_there_only():
