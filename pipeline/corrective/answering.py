@@ -70,7 +70,8 @@ class Answerer:
                          "supports them, so I am not answering rather than guessing.")
         ids = {s.chunk_id for s in chosen}
         relevant_conflicts = [c for c in conflicts if any(cid in c for cid in ids)]
-        quality = heuristic_quality(query, [s.text for s in chosen], decision, relevant_conflicts)
+        shown = [f"{s.section}: {s.text}" if s.section else s.text for s in chosen]  # a strip reads under its section
+        quality = heuristic_quality(query, shown, decision, relevant_conflicts)
         full = decision is Decision.CORRECT and bool(confident) and quality.level in ("sufficient", "conflicting")
         if self._llm_writes():
             return self._generated(query, chosen, full, quality)

@@ -22,6 +22,7 @@ STOPWORDS = QUESTION_WORDS | {
     "lots", "one", "ones", "get", "gets", "got", "go", "goes", "went", "gone", "make", "makes", "made", "take",
     "takes", "took", "run", "runs", "ran", "use", "used", "uses", "come", "came", "give", "gave", "given",
     "know", "known", "called", "named", "mean", "means", "kind", "type", "thing", "things", "way", "ways",
+    "happen", "happens", "happened", "happening",  # "what happens if ..." asks for an outcome it rarely names
 }
 
 
