@@ -104,13 +104,13 @@ class SequentialSessions:
     def __init__(self, path: Path, threads: int) -> None:
         import onnxruntime as ort
 
-        from grader.int8_weights import signed_weight_model
+        from grader.load_rewrites import model_for_this_cpu
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        model = signed_weight_model(path) or str(path)  # the weights the pool runs (grader/int8_weights.py)
+        model = model_for_this_cpu(path) or str(path)  # the model the pool runs (grader/load_rewrites.py)
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.workers = 1
@@ -198,9 +198,10 @@ def run(args: argparse.Namespace) -> dict:
                              "max_logit_diff_pool_vs_one_at_a_time": float(np.abs(alone - together).max())}
     tokenise = [_timed(lambda: encoder.encode_windows([(QUERY, c) for c in workloads["mixed 40-250 tokens"]],
                                                       max_windows=4, batch_size=1)) for _ in range(args.rounds)]
-    from grader.int8_weights import weights_in_use
+    from grader.load_rewrites import rewrites_in_use
 
-    return {"threads": args.threads, "chunks": args.chunks, "rounds": args.rounds, "int8_weights": weights_in_use(),
+    return {"threads": args.threads, "chunks": args.chunks, "rounds": args.rounds,
+            "onnx_rewrites": rewrites_in_use().describe(),
             "fp32_peak_gflops": fp32_peak(args.threads), "int8_peak_gops": int8_peak(args.threads),
             "tokenise_ms_per_pair": 1000 * statistics.median(tokenise) / args.chunks,
             "workloads": results, "machine": {"cpus": os.cpu_count(), "platform": sys.platform}}

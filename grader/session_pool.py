@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from grader.int8_weights import signed_weight_model
+from grader.load_rewrites import model_for_this_cpu
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
@@ -62,7 +62,7 @@ class SessionPool:
         options.log_severity_level = 3
         self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
         try:
-            model: str | bytes = signed_weight_model(Path(model_path)) or str(model_path)  # exact; faster on VNNI
+            model: str | bytes = model_for_this_cpu(Path(model_path)) or str(model_path)  # exact rewrites, faster
             for _ in range(self.workers):
                 self._free.put(ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]))
         except ConfigError:

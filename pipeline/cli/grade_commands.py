@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.factory import load_grader
-from grader.int8_weights import weights_in_use
+from grader.load_rewrites import rewrites_in_use
 from grader.shift import not_monitored
 from models.errors import ConfigError, DataError
 from models.output import print_json, print_table
@@ -107,7 +107,7 @@ def _bench(args: argparse.Namespace) -> int:
             times.append(1000.0 * (time.perf_counter() - t0))
     result = {"model": args.model, "backend": args.backend, "threads": args.threads, "chunks": args.chunks,
               "words_per_chunk": args.tokens, "caches": "not used: new texts every repeat",
-              "int8_weights": weights_in_use() if args.backend != "torch" else None,
+              "onnx_rewrites": rewrites_in_use().describe() if args.backend != "torch" else None,
               "p50_ms": float(np.percentile(times, 50)), "p95_ms": float(np.percentile(times, 95)),
               "per_chunk_ms": float(np.percentile(times, 50)) / args.chunks}
     print_json(result)

@@ -1,0 +1,144 @@
+"""Exact rewrites made at load: the same outputs, only what was asked for, nothing else of the model changed."""
+
+import numpy as np
+import pytest
+
+from grader import load_rewrites
+from grader.load_rewrites import Rewrites, model_for_this_cpu, rewritten_model
+from grader.session_pool import SessionPool
+from models import BundleError, ConfigError
+from models.registry import BUNDLES_DIR
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+DEFAULT = BUNDLES_DIR / "default"
+SIGNED = Rewrites(drop_nan_guards=False, signed_weights=True)
+GUARDS = Rewrites(drop_nan_guards=True, signed_weights=False)
+
+
+def _save(path, nodes, inputs, outputs, initializers):
+    model = helper.make_model(helper.make_graph(nodes, "mini", inputs, outputs, initializers),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _matmul_integer_model(path, weights, weight_zero, activation_zero=3):
+    """y = MatMulInteger(x, W, x_zero, W_zero), all u8: the form `crag export` writes, in miniature."""
+    return _save(path, [helper.make_node("MatMulInteger", ["x", "w", "x_zero", "w_zero"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.UINT8, [None, weights.shape[0]])],
+                 [helper.make_tensor_value_info("y", TensorProto.INT32, [None, weights.shape[1]])],
+                 [numpy_helper.from_array(weights.astype(np.uint8), "w"),
+                  numpy_helper.from_array(np.asarray(weight_zero, np.uint8), "w_zero"),
+                  numpy_helper.from_array(np.asarray(activation_zero, np.uint8), "x_zero")])
+
+
+def _guarded_softmax_model(path, guard_is_output=False):
+    """p = Softmax(s); q = Where(IsNaN(p), 0, p); y = q * 2: torch's export of attention, in miniature."""
+    last = [] if guard_is_output else [helper.make_node("Mul", ["q", "two"], ["y"])]
+    return _save(path, [helper.make_node("Softmax", ["s"], ["p"]), helper.make_node("IsNaN", ["p"], ["nan"]),
+                        helper.make_node("Where", ["nan", "zero", "p"], ["q"]), *last],
+                 [helper.make_tensor_value_info("s", TensorProto.FLOAT, [None, 4])],
+                 [helper.make_tensor_value_info("q" if guard_is_output else "y", TensorProto.FLOAT, [None, 4])],
+                 [numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(np.float32(2), "two")])
+
+
+def test_signed_weights_subtract_128_from_weights_and_their_zero_points_only(tmp_path):
+    rng = np.random.default_rng(0)
+    weights = rng.integers(0, 256, size=(16, 4))
+    path = _matmul_integer_model(tmp_path / "m.onnx", weights, [120, 128, 131, 7])
+    before = path.read_bytes()
+    rewritten = onnx.load_from_string(rewritten_model(path, SIGNED))
+    assert path.read_bytes() == before  # the file (and the bundle's checksum) stay as exported
+    tensors = {t.name: t for t in rewritten.graph.initializer}
+    assert tensors["w"].data_type == TensorProto.INT8
+    assert (numpy_helper.to_array(tensors["w"]).astype(int) == weights - 128).all()
+    assert numpy_helper.to_array(tensors["w_zero"]).tolist() == [-8, 0, 3, -121]
+    assert tensors["x_zero"].data_type == TensorProto.UINT8  # the activations' zero point keeps its meaning
+    original = onnx.load(path)
+    for model in (original, rewritten):
+        del model.graph.initializer[:]
+    assert original == rewritten  # nodes, inputs, outputs, opsets: untouched
+
+    x = rng.integers(0, 40, size=(3, 16)).astype(np.uint8)  # small values: no CPU saturates these sums
+    as_exported = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    signed = ort.InferenceSession(rewritten_model(path, SIGNED)).run(None, {"x": x})[0]
+    assert (as_exported == signed).all()
+    assert (signed == (x.astype(int) - 3) @ (weights - np.array([120, 128, 131, 7]))).all()
+
+
+def test_a_nan_guard_after_softmax_is_dropped_and_its_readers_read_the_softmax(tmp_path):
+    path = _guarded_softmax_model(tmp_path / "g.onnx")
+    rewritten = onnx.load_from_string(rewritten_model(path, GUARDS))
+    assert [n.op_type for n in rewritten.graph.node] == ["Softmax", "Mul"]
+    assert list(rewritten.graph.node[1].input) == ["p", "two"]
+    s = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
+    expected = ort.InferenceSession(str(path)).run(None, {"s": s})[0]
+    assert (ort.InferenceSession(rewritten_model(path, GUARDS)).run(None, {"s": s})[0] == expected).all()
+    # a guard whose result the graph returns is kept, and a model without guards is loaded as it is
+    assert rewritten_model(_guarded_softmax_model(tmp_path / "out.onnx", guard_is_output=True), GUARDS) is None
+    assert rewritten_model(_matmul_integer_model(tmp_path / "m.onnx", np.ones((2, 2)), 1), GUARDS) is None
+
+
+def test_the_setting_decides_and_a_bad_value_is_named(tmp_path, monkeypatch):
+    path = _matmul_integer_model(tmp_path / "m.onnx", np.full((4, 2), 200), 128)
+    monkeypatch.setenv("CRAG_ONNX_REWRITES", "none")
+    assert model_for_this_cpu(path) is None
+    monkeypatch.setenv("CRAG_ONNX_REWRITES", "auto")
+    monkeypatch.setattr(load_rewrites, "cpu_runs_signed_exactly", lambda: False)  # a CPU without AVX512-VNNI
+    assert model_for_this_cpu(path) is None  # no guard to drop, weights stay unsigned
+    assert load_rewrites.rewrites_in_use().describe() == "NaN guards dropped"
+    monkeypatch.setattr(load_rewrites, "cpu_runs_signed_exactly", lambda: True)
+    assert onnx.load_from_string(model_for_this_cpu(path)).graph.initializer[0].data_type == TensorProto.INT8
+    monkeypatch.setenv("CRAG_ONNX_REWRITES", "some")
+    with pytest.raises(ConfigError, match=r"CRAG_ONNX_REWRITES='some' is not a choice: use one of auto, all, none"):
+        model_for_this_cpu(path)
+    with pytest.raises(ConfigError, match="CRAG_ONNX_REWRITES='some'"):
+        SessionPool(path, 1)  # named as a setting, not as a broken model
+    monkeypatch.setenv("CRAG_ONNX_REWRITES", "auto")
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    with pytest.raises(BundleError, match=r"cannot load the grader model .*bad\.onnx"):
+        SessionPool(tmp_path / "bad.onnx", 1, what="grader model")
+
+
+def _feeds(tokenizer, *texts):
+    encoded = tokenizer.encode(*texts)
+    return {"input_ids": np.array([encoded.ids]), "attention_mask": np.array([encoded.attention_mask]),
+            "token_type_ids": np.array([encoded.type_ids])}
+
+
+def test_the_shipped_models_give_identical_outputs_with_their_guards_dropped():
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))
+    tokenizer.enable_truncation(256)
+    embedder = next((DEFAULT / "embedder").glob("*.onnx"))
+    texts = [("In what country is Normandy located?", "The Normans gave their name to Normandy, in France."),
+             ("In what country is Normandy located?", "Steam engines burn coal. " * 60), ("x",)]
+    for model in (DEFAULT / "model.int8.onnx", embedder):
+        as_exported = ort.InferenceSession(str(model))
+        rewritten = onnx.load_from_string(rewritten_model(model, GUARDS))
+        assert sum(n.op_type == "IsNaN" for n in rewritten.graph.node) == 0  # one guard per layer, all six gone
+        dropped = ort.InferenceSession(rewritten.SerializeToString())
+        names = [i.name for i in as_exported.get_inputs()]
+        for pair in texts:
+            feeds = {k: v for k, v in _feeds(tokenizer, *pair).items() if k in names}
+            assert (as_exported.run(None, feeds)[0] == dropped.run(None, feeds)[0]).all()
+
+
+@pytest.mark.skipif(not load_rewrites.cpu_runs_signed_exactly(), reason="signed products saturate without AVX512-VNNI")
+def test_on_a_vnni_cpu_the_default_grader_scores_identically_either_way(monkeypatch):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))
+    tokenizer.enable_truncation(256)
+    pools = {}
+    for choice in ("none", "auto"):
+        monkeypatch.setenv("CRAG_ONNX_REWRITES", choice)
+        pools[choice] = SessionPool(DEFAULT / "model.int8.onnx", 1)
+    for text in ("The Normans gave their name to Normandy, a region in France.", "Steam engines burn coal. " * 60):
+        feeds = _feeds(tokenizer, "In what country is Normandy located?", text)
+        assert (pools["none"].run(feeds) == pools["auto"].run(feeds)).all()
