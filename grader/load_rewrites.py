@@ -150,9 +150,9 @@ def _drop_nan_guards(graph: Any) -> int:
     for index in sorted(dropped, reverse=True):
         del graph.node[index]
     for node in graph.node:
-        for position, name in enumerate(node.input):
+        for slot, name in enumerate(node.input):
             if name in replaced:
-                node.input[position] = replaced[name]
+                node.input[slot] = replaced[name]
     return len(replaced)
 
 
