@@ -17,7 +17,7 @@ from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
-from pipeline.retrieval.strips import FENCE, MARKDOWN_HEADING, blocks, closes_fence
+from pipeline.retrieval.strips import FENCE, LIST_ITEM, MARKDOWN_HEADING, TABLE_ROW, blocks, closes_fence
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -179,7 +179,7 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
-    """Paragraph-based chunks of at most ``max_chars`` (long paragraphs split at sentence ends).
+    """Paragraph-based chunks of at most ``max_chars`` (long paragraphs split between items or at sentence ends).
 
     Sections are kept whole where they fit: a Markdown heading (``#`` .. ``######``; HTML headings are read as
     such) starts a new chunk once the current one is a third full, and a chunk never ends with a heading,
@@ -198,7 +198,7 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
         context = _section_context(path, max_chars)
         lead = [*context, *(w for w in waiting if w not in context)]
         room = max_chars - len("\n\n".join(lead)) - 2 if lead else max_chars
-        split = _split_code if is_code else _split_sentences
+        split = _split_code if is_code else _split_paragraph
         pieces = [paragraph] if len(paragraph) <= max_chars else split(paragraph, room if room >= 100 else max_chars)
         for piece in pieces:
             if _is_heading(piece):
@@ -280,6 +280,35 @@ def _split_code(block: str, max_chars: int) -> list[str]:
     if current:
         pieces.append("\n".join(current))
     return [f"{opening}\n{piece}\n{closing}" for piece in pieces]
+
+
+def _split_paragraph(paragraph: str, max_chars: int) -> list[str]:
+    """A paragraph too long for one chunk, in pieces of at most ``max_chars``. One of several lines (a list, a
+    table, wrapped text) is cut between lines, where an item or a row starts or a line ended a sentence, and
+    keeps its line breaks, so that each list item and table row still reads as one; a single line, or a unit of
+    lines longer than a chunk, is cut at sentence ends."""
+    if "\n" not in paragraph:
+        return _split_sentences(paragraph, max_chars)
+    units: list[list[str]] = []
+    for line in paragraph.split("\n"):
+        starts = LIST_ITEM.match(line) or TABLE_ROW.match(line) or not units or units[-1][-1].rstrip().endswith(
+            (".", "!", "?", ":"))
+        if starts:
+            units.append([line])
+        else:
+            units[-1].append(line)
+    pieces: list[str] = []
+    current = ""
+    for unit in units:
+        text = "\n".join(unit)
+        for part in [text] if len(text) <= max_chars else _split_sentences(text, max_chars):
+            if current and len(current) + 1 + len(part) > max_chars:
+                pieces.append(current)
+                current = ""
+            current = f"{current}\n{part}" if current else part
+    if current:
+        pieces.append(current)
+    return pieces
 
 
 def _split_sentences(paragraph: str, max_chars: int) -> list[str]:

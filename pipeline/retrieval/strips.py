@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FENCE", "MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "closes_fence", "fence_for", "sentence_strips",
-           "strips_with_sections"]
+__all__ = ["FENCE", "LIST_ITEM", "MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "closes_fence", "fence_for",
+           "sentence_strips", "strips_with_sections"]
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")  # a code fence as CommonMark reads one: three or more of one kind
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote

@@ -149,6 +149,21 @@ def test_a_chunk_inside_a_section_opens_with_the_headings_it_is_under():
     assert part_two and chunks[-1].startswith("Card text.") and chunks.index(part_two[0]) < len(chunks) - 1
 
 
+def test_a_long_list_is_cut_between_items_and_each_item_stays_a_strip_of_its_own():
+    items = [f"* `option_{i}` {{boolean}} when set, the copy of item {i}\n  also keeps its timestamps. Default: 0."
+             for i in range(12)]
+    chunks = chunk_text("## Options\n\n" + "\n".join(items), max_chars=400)
+    assert len(chunks) > 2 and all(len(c) <= 400 for c in chunks)
+    assert all(c.startswith("## Options\n\n* `option_") for c in chunks)  # cut where an item starts
+    strips = [s for c in chunks for s in sentence_strips(c)]
+    assert strips[0] == "`option_0` {boolean} when set, the copy of item 0 also keeps its timestamps."
+    assert sum(s.startswith("`option_") for s in strips) == 12  # one item never runs into the next
+    # wrapped prose is cut where a line ended a sentence, its line breaks kept
+    prose = "\n".join(f"Sentence {i} wraps onto\nthe next line here." for i in range(30))
+    pieces = chunk_text(prose, max_chars=200)
+    assert all(p.startswith("Sentence ") and p.endswith("line here.") for p in pieces)
+
+
 def test_code_that_shows_a_fence_keeps_its_block_whole():
     from pipeline.retrieval.html_text import html_to_text
     from pipeline.retrieval.strips import blocks
