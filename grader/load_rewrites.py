@@ -26,6 +26,7 @@ few ONNX fields touched; every other field passes through unparsed, so nothing e
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -133,7 +134,7 @@ def _sign_weights(graph: Any) -> int:
 def _drop_nan_guards(graph: Any) -> int:
     """Remove each ``Where(IsNaN(p), c, p)`` whose IsNaN feeds nothing else, reading ``p`` where it was read."""
     made_by = {output: node for node in graph.node for output in node.output}
-    uses = _consumers(graph)
+    readers = Counter(name for node in graph.node for name in node.input)
     graph_outputs = {value.name for value in graph.output}
     position = {output: index for index, node in enumerate(graph.node) for output in node.output}
     replaced: dict[str, str] = {}
@@ -143,8 +144,8 @@ def _drop_nan_guards(graph: Any) -> int:
             continue
         test = made_by.get(node.input[0])
         if test is None or test.op_type != "IsNaN" or test.input[0] != node.input[2] or \
-                uses.get(test.output[0]) != {("Where", 0)}:
-            continue
+                readers[test.output[0]] != 1 or test.output[0] in graph_outputs:
+            continue  # an IsNaN read anywhere else stays, and so does its guard
         replaced[node.output[0]] = node.input[2]
         dropped.update((index, position[test.output[0]]))
     for index in sorted(dropped, reverse=True):

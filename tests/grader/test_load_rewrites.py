@@ -81,6 +81,14 @@ def test_a_nan_guard_after_softmax_is_dropped_and_its_readers_read_the_softmax(t
     # a guard whose result the graph returns is kept, and a model without guards is loaded as it is
     assert rewritten_model(_guarded_softmax_model(tmp_path / "out.onnx", guard_is_output=True), GUARDS) is None
     assert rewritten_model(_matmul_integer_model(tmp_path / "m.onnx", np.ones((2, 2)), 1), GUARDS) is None
+    # an IsNaN that another node reads too is not removed from under it
+    shared = _save(tmp_path / "shared.onnx", [
+        helper.make_node("Softmax", ["s"], ["p"]), helper.make_node("IsNaN", ["p"], ["nan"]),
+        helper.make_node("Where", ["nan", "zero", "p"], ["q"]), helper.make_node("Where", ["nan", "zero", "s"], ["r"]),
+        helper.make_node("Add", ["q", "r"], ["y"])], [helper.make_tensor_value_info("s", TensorProto.FLOAT, [None, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])],
+        [numpy_helper.from_array(np.float32(0), "zero")])
+    assert rewritten_model(shared, GUARDS) is None
 
 
 def test_the_setting_decides_and_a_bad_value_is_named(tmp_path, monkeypatch):
