@@ -105,15 +105,8 @@ class _Extractor(html.parser.HTMLParser):
             self._content_depth -= 1
         if tag == "pre" and self._in_pre:
             self._in_pre -= 1
-            if not self._in_pre and len(self.parts) == self._pre_opened:  # nothing inside: no block
-                del self.parts[-1], self.in_content[-1]
-            elif not self._in_pre:
-                self.parts[-1] = self.parts[-1].rstrip("\n")
-                code = "".join(self.parts[self._pre_opened:]).split("\n")
-                info = self.parts[self._pre_opened - 1].strip().lstrip("`")  # "```python\n" -> "python"
-                opening, closing = fence_for(code, info)  # longer than a fence the code shows, if it shows one
-                self.parts[self._pre_opened - 1] = opening + "\n"
-                self._add("\n" + closing)
+            if not self._in_pre:
+                self._close_code_block()
         if tag in BLOCKS:
             self._add(PARAGRAPH)
         stack = self._left_out_stack
@@ -122,9 +115,32 @@ class _Extractor(html.parser.HTMLParser):
                 continue
             stack[level].open -= 1
             if not stack[level].open:
+                if self._in_pre and stack[level].start < self._pre_opened:  # misnested: <nav><pre>..</nav>..</pre>
+                    self._pre_opened = -1
                 del self.parts[stack[level].start:], self.in_content[stack[level].start:]
                 del stack[level:]
             break
+
+    def close(self) -> None:
+        super().close()
+        if self._in_pre:  # a <pre> the page never closed ends with it, as a browser ends it
+            self._in_pre = 0
+            self._close_code_block()
+
+    def _close_code_block(self) -> None:
+        """Fence the outermost ``<pre>``'s text, with a fence longer than any the code itself shows."""
+        if self._pre_opened < 0:
+            return  # its opening fence went with an element left out around it: what is left is plain text
+        if len(self.parts) == self._pre_opened:  # nothing inside: no block
+            del self.parts[-1], self.in_content[-1]
+            return
+        self.parts[-1] = self.parts[-1].rstrip("\n")
+        code = "".join(self.parts[self._pre_opened:]).split("\n")
+        info = self.parts[self._pre_opened - 1].strip().lstrip("`")  # "```python\n" -> "python"
+        opening, closing = fence_for(code, info)
+        self.parts[self._pre_opened - 1] = opening + "\n"
+        self._add("\n" + closing)
+        self.in_content[-1] = self.in_content[self._pre_opened - 1]  # read or left out with its opening
 
     def handle_data(self, data: str) -> None:
         if self._in_title:

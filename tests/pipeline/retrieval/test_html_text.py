@@ -119,6 +119,35 @@ def test_quoted_attribute_values_may_hold_angle_brackets():
     assert html_to_text(page)[1] == "Compare two values.\n\nChart\nbelow.\n\nGlued attributes, spaced tags."
 
 
+def test_a_pre_whose_opening_went_with_a_misnested_element_left_out_is_plain_text():
+    for page in ("<p>a</p><nav><pre>code here</nav> more</pre><p>Tail.</p>",
+                 "<p>a</p><nav>x<pre>c</nav></pre><p>Tail.</p>"):
+        text = html_to_text(page)[1]
+        assert "```" not in text and text.startswith("a") and text.endswith("Tail.")
+
+
+def test_randomly_misnested_pages_never_fail_to_read():
+    """Tags opened and closed in random order (seeded): every page reads, and no code fence is left open."""
+    import random
+
+    from pipeline.retrieval.strips import blocks
+
+    tags = ["nav", "pre", "code", "p", "main", "article", "script", "h2", "table", "tr", "td", "footer", "div", "br",
+            "aside", "li", "ul"]
+    rng = random.Random(0)
+    for _ in range(20_000):
+        parts = []
+        for _ in range(rng.randint(1, 14)):
+            tag, draw = rng.choice(tags), rng.random()
+            if draw < 0.4:
+                parts.append(f"<{tag}" + (' class="language-py"' if tag == "code" else "") + ">")
+            else:
+                words = ["text", "a < b", "\n\nx\n", "more.", "<!--c-->"]
+                parts.append(f"</{tag}>" if draw < 0.75 else rng.choice(words))
+        text = html_to_text("".join(parts))[1]
+        assert all(not code or block.rstrip().endswith("```") for code, block in blocks(text)), parts
+
+
 def test_a_page_that_marks_its_content_is_read_from_there_only():
     page = ('<body><a href="#content">Skip to main content</a><div id="help-popup"><h2>Keyboard shortcuts</h2>'
             '<p>Press S to search.</p></div><div class="menu-bar"><h1>The Book</h1></div>'
