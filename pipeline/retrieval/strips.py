@@ -36,8 +36,11 @@ def sentence_strips(text: str) -> list[str]:
 def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
     """:func:`sentence_strips`, each with the section it sits in: the text of the last heading of level 2 or
     deeper above it in the chunk (a level-1 heading titles the whole document), None before any. In API
-    documentation the section heading names what a sentence describes (``pub fn dedup(&mut self)``)."""
+    documentation the section heading names what a sentence describes (``pub fn dedup(&mut self)``); a heading
+    of at most ``GENERIC_HEADING_WORDS`` words ("Examples", "§Time complexity", "Parameters") is named under the
+    heading above it (``pub fn push(&mut self, value: T) › §Panics``), which says whose panics they are."""
     out: list[tuple[str, str | None]] = []
+    path: list[tuple[int, str]] = []  # the headings (level >= 2) above the current line, outermost first
     section: str | None = None
     for is_code, block in blocks(text):
         if is_code:
@@ -46,10 +49,25 @@ def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
             continue
         for unit, heading in _units(block):
             if heading is not None:
-                section = (heading.lstrip("#").strip() or None) if heading.startswith("##") else None
+                level = len(heading) - len(heading.lstrip("#"))
+                title = heading.lstrip("#").strip()
+                path = [(lvl, h) for lvl, h in path if lvl < level] + ([(level, title)] if level >= 2 and title else [])
+                section = _section_name(path)
                 continue
             out += [(s.strip(), section) for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
     return out
+
+
+GENERIC_HEADING_WORDS = 3
+
+
+def _section_name(path: list[tuple[int, str]]) -> str | None:
+    if not path:
+        return None
+    inner = path[-1][1]
+    if len(path) > 1 and len(inner.split()) <= GENERIC_HEADING_WORDS:
+        return f"{path[-2][1]} › {inner}"
+    return inner
 
 
 def blocks(text: str) -> list[tuple[bool, str]]:

@@ -164,6 +164,20 @@ def test_a_long_list_is_cut_between_items_and_each_item_stays_a_strip_of_its_own
     assert all(p.startswith("Sentence ") and p.endswith("line here.") for p in pieces)
 
 
+def test_a_strip_is_named_by_its_section_and_a_generic_heading_by_the_one_above_it():
+    from pipeline.retrieval.strips import strips_with_sections
+
+    chunk = ("# Vec\n\nA growable array type.\n\n## Methods\n\n#### pub fn push(&mut self, value: T)\n\nAppends an "
+             "element to the back.\n\n##### §Panics\n\nPanics if the new capacity overflows.\n\n#### pub fn pop(&mut "
+             "self)\n\nRemoves the last element.\n\n# Part two\n\nNo section holds this one.")
+    assert strips_with_sections(chunk) == [
+        ("A growable array type.", None),  # a level-1 heading titles the document, it is no section
+        ("Appends an element to the back.", "pub fn push(&mut self, value: T)"),
+        ("Panics if the new capacity overflows.", "pub fn push(&mut self, value: T) › §Panics"),
+        ("Removes the last element.", "pub fn pop(&mut self)"),  # a heading of its level ends the one before
+        ("No section holds this one.", None)]
+
+
 def test_code_that_shows_a_fence_keeps_its_block_whole():
     from pipeline.retrieval.html_text import html_to_text
     from pipeline.retrieval.strips import blocks
