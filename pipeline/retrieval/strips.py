@@ -36,9 +36,9 @@ def sentence_strips(text: str) -> list[str]:
 def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
     """:func:`sentence_strips`, each with the section it sits in: the text of the last heading of level 2 or
     deeper above it in the chunk (a level-1 heading titles the whole document), None before any. In API
-    documentation the section heading names what a sentence describes (``pub fn dedup(&mut self)``); a heading
-    of at most ``GENERIC_HEADING_WORDS`` words ("Examples", "§Time complexity", "Parameters") is named under the
-    heading above it (``pub fn push(&mut self, value: T) › §Panics``), which says whose panics they are."""
+    documentation the section heading names what a sentence describes (``pub fn dedup(&mut self)``); a generic
+    heading of one to three plain words ("Examples", "§Time complexity", "Parameters") is named under the heading
+    above it (``pub fn push(&mut self, value: T) › §Panics``), which says whose panics they are."""
     out: list[tuple[str, str | None]] = []
     path: list[tuple[int, str]] = []  # the headings (level >= 2) above the current line, outermost first
     section: str | None = None
@@ -58,14 +58,16 @@ def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
     return out
 
 
-GENERIC_HEADING_WORDS = 3
+# "Examples", "§Panics", "Time complexity", "Return value": one to three plain words, no code (a heading such as
+# "`child_process.execSync(command[, options])`" names its subject, however few spaces it has)
+GENERIC_HEADING = re.compile(r"§?\s*[^\W\d_]+(?:[ '-][^\W\d_]+){0,2}")
 
 
 def _section_name(path: list[tuple[int, str]]) -> str | None:
     if not path:
         return None
     inner = path[-1][1]
-    if len(path) > 1 and len(inner.split()) <= GENERIC_HEADING_WORDS:
+    if len(path) > 1 and GENERIC_HEADING.fullmatch(inner):
         return f"{path[-2][1]} › {inner}"
     return inner
 

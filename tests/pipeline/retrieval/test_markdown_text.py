@@ -169,12 +169,14 @@ def test_a_strip_is_named_by_its_section_and_a_generic_heading_by_the_one_above_
 
     chunk = ("# Vec\n\nA growable array type.\n\n## Methods\n\n#### pub fn push(&mut self, value: T)\n\nAppends an "
              "element to the back.\n\n##### §Panics\n\nPanics if the new capacity overflows.\n\n#### pub fn pop(&mut "
-             "self)\n\nRemoves the last element.\n\n# Part two\n\nNo section holds this one.")
+             "self)\n\nRemoves the last element.\n\n### `pop()`\n\nSee the method above.\n\n# Part two\n\nNo section "
+             "holds this one.")
     assert strips_with_sections(chunk) == [
         ("A growable array type.", None),  # a level-1 heading titles the document, it is no section
         ("Appends an element to the back.", "pub fn push(&mut self, value: T)"),
         ("Panics if the new capacity overflows.", "pub fn push(&mut self, value: T) › §Panics"),
         ("Removes the last element.", "pub fn pop(&mut self)"),  # a heading of its level ends the one before
+        ("See the method above.", "`pop()`"),  # one word, but code: it names its subject
         ("No section holds this one.", None)]
 
 
