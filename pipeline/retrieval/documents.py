@@ -199,7 +199,8 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
         lead = [*context, *(w for w in waiting if w not in context)]
         room = max_chars - len("\n\n".join(lead)) - 2 if lead else max_chars
         split = _split_code if is_code else _split_paragraph
-        pieces = [paragraph] if len(paragraph) <= max_chars else split(paragraph, room if room >= 100 else max_chars)
+        fits = len(paragraph) <= (room if waiting and room >= 100 else max_chars)  # its heading goes with it
+        pieces = [paragraph] if fits else split(paragraph, room if room >= 100 else max_chars)
         for piece in pieces:
             if _is_heading(piece):
                 path = _under_heading(path, piece)

@@ -131,6 +131,17 @@ def test_a_section_stays_with_its_heading_when_it_fits():
     assert read_once.split() == f"# Guide {intro} ## Reset {reset} ## Billing {bill} ## Tail Short.".split()
 
 
+def test_a_heading_is_not_left_alone_when_its_text_fits_a_chunk_only_without_it():
+    code = "```\n" + "\n".join(f"step_{i:02d}()  # does part {i:02d} of the whole job" for i in range(19))
+    code += "\n# " + "-" * (892 - len(code) - 3) + "\n```"
+    prose = ("Sentence about the job here. " * 31)[:893] + "."
+    for body in (code, prose):
+        assert 890 < len(body) <= 900  # fits a chunk alone, not beside its heading
+        chunks = chunk_text(f"Intro text that comes first. {'x ' * 200}\n\n## The job\n\n{body}", max_chars=900)
+        assert not any(c.strip() == "## The job" for c in chunks)  # it was a chunk of its own
+        assert all(len(c) <= 900 for c in chunks) and chunks[1].startswith("## The job\n\n")
+
+
 def test_a_chunk_inside_a_section_opens_with_the_headings_it_is_under():
     cards = "Card text. " * 60
     text = f"# Guide\n\nIntro.\n\n## Billing\n\nBill text.\n\n### Cards\n\n{cards}\n\n## Tail\n\n" + "Tail. " * 70
