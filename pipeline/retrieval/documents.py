@@ -264,9 +264,9 @@ def _split_code(block: str, max_chars: int) -> list[str]:
     """A fenced code block too long for one chunk, cut between lines into pieces that are each fenced like the
     block (its opening line, a closing fence), so that every chunk's code still reads as code."""
     lines = block.split("\n")
-    opening = lines[0]
-    opener = FENCE.match(opening)
+    opener = FENCE.match(lines[0])
     closing = opener.group(1) if opener else "```"
+    opening = lines[0] if len(lines[0]) <= max_chars // 4 else closing  # an info string that long is not one
     body = lines[1:-1] if len(lines) > 1 and closes_fence(lines[-1], closing) else lines[1:]
     room = max(20, max_chars - len(opening) - len(closing) - 2)
     pieces: list[str] = []

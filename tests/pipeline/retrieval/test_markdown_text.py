@@ -205,6 +205,8 @@ def test_code_that_shows_a_fence_keeps_its_block_whole():
     # CommonMark's closing rule: the same mark, at least as long, nothing after it
     assert blocks("```\ncode\n```python\n~~~\nmore\n```\nafter") == [
         (True, "```\ncode\n```python\n~~~\nmore\n```"), (False, "after")]
+    odd = "```" + "x" * 400 + "\n" + "\n".join(f"line {i}" for i in range(80)) + "\n```"  # a 400-character info line
+    assert all(len(c) <= 300 and c.startswith("```\nline") for c in chunk_text(odd, max_chars=300))
     long_code = "\n".join(["````md", *(f"line {i}" for i in range(80)), "```", "````"])
     pieces = chunk_text(long_code, max_chars=200)
     assert len(pieces) > 2 and all(p.startswith("````md\n") and p.endswith("\n````") for p in pieces)
@@ -240,3 +242,22 @@ def test_a_long_text_without_full_stops_is_chunked_in_linear_time():
     chunks = chunk_text(text)
     assert time.perf_counter() - start < 3
     assert len(chunks) > 8_000 and all(len(c) <= 900 for c in chunks) and chunks[0].startswith("word word")
+
+
+def test_random_markup_never_yields_a_chunk_over_the_limit():
+    """Seeded random runs of Markdown and HTML pieces, read both ways and chunked: every chunk within max_chars
+    (a 400-character fence info line made 3% of them longer)."""
+    import random
+
+    from pipeline.retrieval.html_text import html_to_text
+
+    rng = random.Random(7)
+    atoms = ["# ", "## ", "### ", "- ", "* ", "1. ", "> ", "```", "~~~", "````", "    ", "|", " | ", "---", "===",
+             "[a](b)", "**b**", "_i_", "`c`", "<div>", "</div>", "<pre>", "</pre>", "<!-- ", " -->", "&amp;", "\\*",
+             "word", "Sentence end.", "Question?", "\n", "\n\n", "\t", "<br>", "<table><tr><td>a</td></tr></table>"]
+    for _ in range(2000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 200)))
+        limit = rng.choice([100, 300, 900])
+        for _, body in (markdown_to_text(text), html_to_text(text)):
+            assert all(len(c) <= limit for c in chunk_text(body, max_chars=limit)), text
+
