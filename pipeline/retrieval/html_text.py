@@ -149,8 +149,9 @@ class _Extractor(html.parser.HTMLParser):
             if len(self.parts) == self._pre_opened and data.startswith("\n"):  # HTML ignores it there
                 data = data[1:]
             self._add(re.sub(r"\n(?=\n)", "\n ", data))  # a blank line inside stays inside the block
-        else:
-            self._add(re.sub(r"\s+", " ", data))
+        else:  # text that starts like a code fence (a page showing Markdown: <code>```js</code>) is escaped, so it
+            # cannot open a code block that would swallow the rest of the page
+            self._add(FENCE_LIKE.sub(r"\\\1", re.sub(r"\s+", " ", data)))
 
     def _left_out(self, tag: str, attrs: dict[str, str | None]) -> bool:
         if tag in NEVER_TEXT or tag in FURNITURE or "hidden" in attrs or attrs.get("aria-hidden") == "true":
@@ -179,6 +180,7 @@ class _Extractor(html.parser.HTMLParser):
 TAG = re.compile(r"""</?[A-Za-z][^\s/<>"'=]*"""
                  r"""(?:(?:\s+|(?<=["']))[^\s"'<>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'<>=`]+))?|\s*/)*\s*>""")
 DECLARATION = re.compile(r"<[!?][^<>]*>")  # <!DOCTYPE html>, <?xml ...?>
+FENCE_LIKE = re.compile(r"^(\s*(?:`{3,}|~{3,}))")
 
 
 def defuse_unclosed(markup: str) -> str:

@@ -148,6 +148,16 @@ def test_randomly_misnested_pages_never_fail_to_read():
         assert all(not code or block.rstrip().endswith("```") for code, block in blocks(text)), parts
 
 
+def test_text_that_starts_like_a_code_fence_opens_no_code_block():
+    from pipeline.retrieval.strips import blocks, sentence_strips
+
+    page = ("<p><code>```js</code></p><p>Then a sentence here.</p><pre>real()</pre>"
+            "<p>Missing wrappers\n ~~~~~~~~~~~~~~~~\nYou are reading this because a call failed.</p>")
+    text = html_to_text(page)[1]
+    assert [code for code, _ in blocks(text)] == [False, False, True, False]  # only the <pre> is code
+    assert "You are reading this because a call failed." in sentence_strips(text)[-1]
+
+
 def test_a_page_that_marks_its_content_is_read_from_there_only():
     page = ('<body><a href="#content">Skip to main content</a><div id="help-popup"><h2>Keyboard shortcuts</h2>'
             '<p>Press S to search.</p></div><div class="menu-bar"><h1>The Book</h1></div>'
