@@ -27,13 +27,14 @@ STOPWORDS = QUESTION_WORDS | {
 
 
 # "how long", "how many", "how old": after "how" these ask for a measure; they are the question's form, and an
-# answer ("5-7 business days", "about 40") rarely repeats them
+# answer ("5-7 business days", "about 40") rarely repeats them; after "too" ("takes too long") they describe
+# the problem, which the answer (a timeout option) names in its own words
 HOW_MEASURES = {"long", "many", "much", "far", "often", "old", "big", "large", "small", "tall", "high", "fast",
                 "soon", "early", "late", "deep", "wide", "heavy", "frequently"}
 
 
 def content_words(words: Sequence[str]) -> list[str]:
-    """``words`` (a question's, in order) without stopwords and without the measure of "how long" / "how many";
+    """``words`` (a question's, in order) without stopwords and without the measure of "how long" / "too long";
     case and repeats kept. An acronym that spells a stopword ("US", "IT") is content, unless the whole question
     is in capitals."""
     kept: list[str] = []
@@ -42,7 +43,7 @@ def content_words(words: Sequence[str]) -> list[str]:
     for word in words:
         low = word.lower()
         acronym = not shouting and word.isupper() and len(word) >= 2
-        if (low not in STOPWORDS or acronym) and not (previous == "how" and low in HOW_MEASURES):
+        if (low not in STOPWORDS or acronym) and not (previous in ("how", "too") and low in HOW_MEASURES):
             kept.append(word)
         previous = low
     return kept

@@ -233,6 +233,7 @@ def test_aspects_are_content_words_not_stopwords():
     assert aspects_of("How many moons does Mars have?") == ["moons", "Mars"]
     assert aspects_of("What is the long jump record?") == ["long", "jump", "record"]
     assert aspects_of("What happens if the error event has no listener?") == ["error", "event", "listener"]
+    assert aspects_of("How do I stop a child process that takes too long?") == ["stop", "child", "process"]
     assert rewrite_query("How often is the backup job run?") == "backup job"
     assert rewrite_query("How long does shipping to the US take?") == "shipping US"  # an acronym, not "us"
     assert rewrite_query("WHAT IS THE STATUS OF MY ORDER?") == "STATUS ORDER"  # capitals throughout: no acronyms
