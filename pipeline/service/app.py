@@ -25,6 +25,7 @@ from typing import Any
 from grader.cascade import CascadeGrader, llm_outage
 from grader.cross_encoder import CrossEncoderGrader
 from grader.llm import LLMGrader
+from grader.load_rewrites import rewrites_in_use
 from grader.policy import decide
 from models.deps import require
 from models.errors import ConfigError, CragError
@@ -108,6 +109,7 @@ def create_app(config: ServiceConfig) -> Any:
 
     state = _State(config)
     GradeRequest, QueryRequest = request_models(config.limits)
+    onnx_rewrites = rewrites_in_use().describe()  # what this worker's ONNX models were loaded with
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -232,7 +234,7 @@ def create_app(config: ServiceConfig) -> Any:
         llm = state.cascade.llm
         body = {"ready": ready, "model": config.grader.name,
                 "llm_circuit": llm.breaker.state if llm is not None else "not configured",
-                "key_store": config.keys.problem or "ok",
+                "key_store": config.keys.problem or "ok", "onnx_rewrites": onnx_rewrites,
                 # reported, never a reason to stop serving: verdicts are unchanged, the thresholds may not hold
                 "data_shift": _shift_field(config.grader.shift_status())}
         return JSONResponse(body, status_code=200 if ready else 503)
