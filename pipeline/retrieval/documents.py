@@ -17,7 +17,16 @@ from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
-from pipeline.retrieval.strips import FENCE, LIST_ITEM, MARKDOWN_HEADING, TABLE_ROW, blocks, closes_fence
+from pipeline.retrieval.strips import (
+    FENCE,
+    LIST_ITEM,
+    MARKDOWN_HEADING,
+    TABLE_ROW,
+    blocks,
+    closes_fence,
+    heading_level,
+    under_heading,
+)
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
@@ -192,7 +201,7 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
         raise ConfigError(f"max_chars must be >= 100, got {max_chars}")
     chunks: list[str] = []
     current: list[str] = []
-    path: list[tuple[int, str]] = []  # the headings of level >= 2 the text is under, outermost first
+    path: list[tuple[int, str]] = []  # the headings of level >= 2 the text is under: strips.under_heading
     for is_code, paragraph in blocks(text):
         waiting = _trailing_headings(current)  # headings left room beside a long paragraph's first piece
         context = _section_context(path, max_chars)
@@ -203,7 +212,7 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
         pieces = [paragraph] if fits else split(paragraph, room if room >= 100 else max_chars)
         for piece in pieces:
             if _is_heading(piece):
-                path = _under_heading(path, piece)
+                path = under_heading(path, piece)
             size = len("\n\n".join(current))
             body = [p for p in current if not _is_heading(p)]
             new_section = bool(MARKDOWN_HEADING.match(piece)) and size >= max_chars // 3 and bool(body)
@@ -213,24 +222,12 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
                     carried = []
                 chunks.append("\n\n".join(current[:len(current) - len(carried)]))
                 first = carried[0] if carried else piece
-                outer = path if not _is_heading(first) else [h for h in path if h[0] < _heading_level(first)]
+                outer = path if not _is_heading(first) else [h for h in path if h[0] < heading_level(first)]
                 current = _fitting(_section_context(outer, max_chars), [*carried, piece], max_chars) + carried
             current.append(piece)
     if current:
         chunks.append("\n\n".join(current))
     return chunks
-
-
-def _heading_level(heading: str) -> int:
-    return len(heading.strip()) - len(heading.strip().lstrip("#"))
-
-
-def _under_heading(path: list[tuple[int, str]], heading: str) -> list[tuple[int, str]]:
-    """The section path once ``heading`` is read: it closes every section of its level or deeper; a level-1
-    heading titles the document (or a new part of it) and closes them all."""
-    level = _heading_level(heading)
-    kept = [(lvl, h) for lvl, h in path if lvl < level]
-    return [*kept, (level, heading.strip())] if level >= 2 else []
 
 
 def _section_context(path: list[tuple[int, str]], max_chars: int) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["FENCE", "LIST_ITEM", "MIN_STRIP_WORDS", "TABLE_ROW", "blocks", "closes_fence", "fence_for",
-           "sentence_strips", "strips_with_sections"]
+           "heading_level", "sentence_strips", "strips_with_sections", "under_heading"]
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")  # a code fence as CommonMark reads one: three or more of one kind
 MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")  # headings are titles, not statements to quote
@@ -40,7 +40,7 @@ def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
     heading of one to three plain words ("Examples", "§Time complexity", "Parameters") is named under the heading
     above it (``pub fn push(&mut self, value: T) › §Panics``), which says whose panics they are."""
     out: list[tuple[str, str | None]] = []
-    path: list[tuple[int, str]] = []  # the headings (level >= 2) above the current line, outermost first
+    path: list[tuple[int, str]] = []  # the headings (level >= 2) above the current line: under_heading
     section: str | None = None
     for is_code, block in blocks(text):
         if is_code:
@@ -49,9 +49,7 @@ def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
             continue
         for unit, heading in _units(block):
             if heading is not None:
-                level = len(heading) - len(heading.lstrip("#"))
-                title = heading.lstrip("#").strip()
-                path = [(lvl, h) for lvl, h in path if lvl < level] + ([(level, title)] if level >= 2 and title else [])
+                path = under_heading(path, heading)
                 section = _section_name(path)
                 continue
             out += [(s.strip(), section) for s in SENTENCE_END.split(unit) if len(s.split()) >= MIN_STRIP_WORDS]
@@ -63,12 +61,31 @@ def strips_with_sections(text: str) -> list[tuple[str, str | None]]:
 GENERIC_HEADING = re.compile(r"§?\s*[^\W\d_]+(?:[ '-][^\W\d_]+){0,2}")
 
 
+def heading_level(heading: str) -> int:
+    """The level of a Markdown heading line: its number of leading ``#``."""
+    line = heading.strip()
+    return len(line) - len(line.lstrip("#"))
+
+
+def under_heading(path: list[tuple[int, str]], heading: str) -> list[tuple[int, str]]:
+    """The section path, (level, heading line) outermost first, once ``heading`` is read: it closes every section
+    of its level or deeper and opens its own if it is of level 2 or deeper and has a title (a level-1 heading
+    titles the document, or a new part of it, and closes them all)."""
+    level = heading_level(heading)
+    kept = [(lvl, h) for lvl, h in path if lvl < level]
+    return [*kept, (level, heading.strip())] if level >= 2 and _title(heading) else kept
+
+
+def _title(heading: str) -> str:
+    return heading.strip().lstrip("#").strip()
+
+
 def _section_name(path: list[tuple[int, str]]) -> str | None:
     if not path:
         return None
-    inner = path[-1][1]
+    inner = _title(path[-1][1])
     if len(path) > 1 and GENERIC_HEADING.fullmatch(inner):
-        return f"{path[-2][1]} › {inner}"
+        return f"{_title(path[-2][1])} › {inner}"
     return inner
 
 
