@@ -37,8 +37,8 @@ import numpy as np
 from models.deps import require
 from models.errors import ConfigError
 
-__all__ = ["CHOICES", "ENV", "Rewrites", "cpu_runs_signed_exactly", "model_for_this_cpu", "rewrites_in_use",
-           "rewritten_model"]
+__all__ = ["CHOICES", "ENV", "Rewrites", "cpu_flags", "cpu_runs_signed_exactly", "model_for_this_cpu",
+           "rewrites_in_use", "rewritten_model"]
 
 ENV = "CRAG_ONNX_REWRITES"
 CHOICES = ("auto", "all", "none")
@@ -71,15 +71,20 @@ def rewrites_in_use() -> Rewrites:
 
 
 @cache
-def cpu_runs_signed_exactly() -> bool:
-    """Whether this CPU has AVX512-VNNI (Linux's /proc/cpuinfo; elsewhere the answer is no, and weights are
-    left as exported, which is exact everywhere)."""
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from Linux's /proc/cpuinfo; empty elsewhere."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return "avx512_vnni" in flags
+        return frozenset()
+    return frozenset(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")),
+                          []))
+
+
+def cpu_runs_signed_exactly() -> bool:
+    """Whether this CPU has AVX512-VNNI (where the flags are unknown the answer is no, and weights are left as
+    exported, which is exact everywhere)."""
+    return "avx512_vnni" in cpu_flags()
 
 
 def model_for_this_cpu(model_path: Path) -> bytes | None:
@@ -133,21 +138,21 @@ def _sign_weights(graph: Any) -> int:
 
 def _drop_nan_guards(graph: Any) -> int:
     """Remove each ``Where(IsNaN(p), c, p)`` whose IsNaN feeds nothing else, reading ``p`` where it was read."""
-    made_by = {output: node for node in graph.node for output in node.output}
+    made_by = {output: index for index, node in enumerate(graph.node) for output in node.output}
     readers = Counter(name for node in graph.node for name in node.input)
     graph_outputs = {value.name for value in graph.output}
-    position = {output: index for index, node in enumerate(graph.node) for output in node.output}
     replaced: dict[str, str] = {}
     dropped: set[int] = set()
     for index, node in enumerate(graph.node):
         if node.op_type != "Where" or len(node.input) != 3 or node.output[0] in graph_outputs:
             continue
-        test = made_by.get(node.input[0])
+        test_index = made_by.get(node.input[0], -1)  # -1: a graph input or an initializer, made by no node
+        test = graph.node[test_index] if test_index >= 0 else None
         if test is None or test.op_type != "IsNaN" or test.input[0] != node.input[2] or \
                 readers[test.output[0]] != 1 or test.output[0] in graph_outputs:
             continue  # an IsNaN read anywhere else stays, and so does its guard
         replaced[node.output[0]] = node.input[2]
-        dropped.update((index, position[test.output[0]]))
+        dropped.update((index, test_index))
     for index in sorted(dropped, reverse=True):
         del graph.node[index]
     for node in graph.node:
