@@ -21,7 +21,7 @@ import html.parser
 import re
 from dataclasses import dataclass
 
-from pipeline.retrieval.strips import fence_for
+from pipeline.retrieval.strips import FENCE, fence_for
 
 __all__ = ["html_to_text"]
 
@@ -151,7 +151,7 @@ class _Extractor(html.parser.HTMLParser):
             self._add(re.sub(r"\n(?=\n)", "\n ", data))  # a blank line inside stays inside the block
         else:  # text that starts like a code fence (a page showing Markdown: <code>```js</code>) is escaped, so it
             # cannot open a code block that would swallow the rest of the page
-            self._add(FENCE_LIKE.sub(r"\\\1", re.sub(r"\s+", " ", data)))
+            self._add(FENCE.sub(r"\\\g<0>", re.sub(r"\s+", " ", data)))  # spaces are collapsed: FENCE's 0-3 fit
 
     def _left_out(self, tag: str, attrs: dict[str, str | None]) -> bool:
         if tag in NEVER_TEXT or tag in FURNITURE or "hidden" in attrs or attrs.get("aria-hidden") == "true":
@@ -180,7 +180,6 @@ class _Extractor(html.parser.HTMLParser):
 TAG = re.compile(r"""</?[A-Za-z][^\s/<>"'=]*"""
                  r"""(?:(?:\s+|(?<=["']))[^\s"'<>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'<>=`]+))?|\s*/)*\s*>""")
 DECLARATION = re.compile(r"<[!?][^<>]*>")  # <!DOCTYPE html>, <?xml ...?>
-FENCE_LIKE = re.compile(r"^(\s*(?:`{3,}|~{3,}))")
 
 
 def defuse_unclosed(markup: str) -> str:
