@@ -24,13 +24,18 @@ class ListLabels:
     def __init__(self, document: Any) -> None:
         self._numbering = _numbering_element(document)
         self._counters: dict[str, list[int | None]] = {}
+        self._definitions: dict[str, tuple[list[tuple[str, str]], list[int]] | None] = {}  # read once per list
 
     def label(self, paragraph: Any) -> str | None:
         """The paragraph's label ("- " for a bullet, "2.1. " for a number), "" for a list level that shows
         none, None when the paragraph is not in a list."""
         num_id, level = _num_pr(paragraph)
-        definition = self._level_definitions(num_id) if num_id is not None else None
-        if num_id is None or definition is None:
+        if num_id is None:
+            return None
+        if num_id not in self._definitions:
+            self._definitions[num_id] = self._level_definitions(num_id)
+        definition = self._definitions[num_id]
+        if definition is None:
             return None
         levels, starts = definition
         level = min(level, len(levels) - 1)
