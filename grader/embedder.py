@@ -70,7 +70,7 @@ class OnnxMiniLMEmbedder:
         self._windowed.no_padding()
         self._windowed.enable_truncation(self.max_length, stride=self.max_length // 4)
         model_file = str(manifest["model_file"])
-        self.sessions = SessionPool(root / model_file, threads, what="embedder model")
+        self.sessions = SessionPool(root / model_file, threads, what="embedder model", padded_calls=self.batch_size > 1)
         # one text per call gives each text one vector whatever it is embedded with: only then can it be cached
         model_sha = str(manifest.get("files", {}).get(model_file, {}).get("sha256", ""))
         self.cache = embedding_cache(model_sha) if model_sha and self.batch_size == 1 else BoundedCache(0)

@@ -74,7 +74,8 @@ class OnnxGrader(CrossEncoderGrader):
         if self._sessions is None:
             with self._sessions_lock:
                 if self._sessions is None:
-                    pool = SessionPool(self._model_path, self.threads, what="grader model")
+                    pool = SessionPool(self._model_path, self.threads, what="grader model",
+                                       padded_calls=self.batch_size > 1)
                     expected = {"input_ids", "attention_mask", "token_type_ids"}
                     if not set(pool.input_names) <= expected:
                         raise BundleError(f"{self._model_path} has inputs {pool.input_names}; expected a subset of "

@@ -6,12 +6,17 @@ cacheable), and running several such calls at once on single-thread sessions sti
 measured on this project's 2-core machine, two one-thread sessions graded 20 mixed-length chunks
 1.2-1.4x faster than one two-thread session, with bit-identical scores. onnxruntime releases the GIL
 while it runs, so plain threads suffice.
+
+A call whose attention mask is all ones (no padding: one text per call) runs a variant of the model without the
+mask's additions (:func:`grader.load_rewrites.unpadded_model`, exact for such calls); a padded call runs the model
+with its mask. Each set of sessions is loaded when first needed, so a pool that only sees one kind holds one.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from grader.load_rewrites import model_for_this_cpu
+from grader.load_rewrites import model_for_this_cpu, rewrites_in_use, unpadded_model
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
@@ -49,39 +54,68 @@ class SessionPool:
     """``workers`` sessions of one model, each with one intra-op thread, and the threads that drive them.
 
     :meth:`run` borrows a free session for one call (safe from any thread); :meth:`map` spreads many calls
-    over the pool and returns their results in input order.
+    over the pool and returns their results in input order. ``padded_calls``: the owner batches texts of
+    different lengths, so the model with its attention mask is loaded first (otherwise the unpadded variant is).
     """
 
-    def __init__(self, model_path: str | Path, workers: int | None = None, *, what: str = "model") -> None:
+    def __init__(self, model_path: str | Path, workers: int | None = None, *, what: str = "model",
+                 padded_calls: bool = False) -> None:
         self.workers = pool_size(workers)
-        ort = require("onnxruntime", "onnx")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        try:
-            model: str | bytes = model_for_this_cpu(Path(model_path)) or str(model_path)  # exact rewrites, faster
-            for _ in range(self.workers):
-                self._free.put(ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]))
-        except ConfigError:
-            raise
-        except Exception as exc:  # onnxruntime and protobuf raise their own untyped errors for bad models
-            raise BundleError(f"onnxruntime cannot load the {what} {model_path}: {exc}") from exc
-        session = self._free.get()
+        self._ort = require("onnxruntime", "onnx")
+        self._path, self._what = Path(model_path), what
+        self._lock = threading.Lock()
+        self._free: dict[bool, queue.SimpleQueue[Any]] = {}  # keyed by "for unpadded calls only"
+        unpadded = None if padded_calls else self._rewrite(unpadded_model)
+        self.skips_unpadded_mask = unpadded is not None
+        session = self._sessions(self.skips_unpadded_mask, unpadded).get()
         self.input_names = [i.name for i in session.get_inputs()]
-        self._free.put(session)
+        self._sessions(self.skips_unpadded_mask).put(session)
         self._executor = (ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="crag-onnx")
                           if self.workers > 1 else None)
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The first output of one call, on whichever session is free (waits for one if all are busy)."""
-        session = self._free.get()
+        free = self._sessions(self.skips_unpadded_mask and _unpadded(feeds))
+        session = free.get()
         try:
             return session.run(None, {name: feeds[name] for name in self.input_names})[0]
         finally:
-            self._free.put(session)
+            free.put(session)
+
+    def _sessions(self, unpadded: bool, model: bytes | None = None) -> queue.SimpleQueue[Any]:
+        """The free sessions of one variant, loaded on first use (``model``: its bytes, when already made)."""
+        free = self._free.get(unpadded)
+        if free is None:
+            with self._lock:
+                free = self._free.get(unpadded)
+                if free is None:
+                    free = self._free[unpadded] = self._open(model or (self._rewrite(unpadded_model) if unpadded
+                                                                       else self._rewrite(model_for_this_cpu)))
+        return free
+
+    def _rewrite(self, rewrite: Callable[[Path], bytes | None]) -> bytes | None:
+        try:
+            return rewrite(self._path)
+        except ConfigError:
+            raise
+        except Exception as exc:  # protobuf raises its own errors for files that are not models
+            raise BundleError(f"onnxruntime cannot load the {self._what} {self._path}: {exc}") from exc
+
+    def _open(self, model: bytes | None) -> queue.SimpleQueue[Any]:
+        options = self._ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        free: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        try:
+            for _ in range(self.workers):
+                free.put(self._ort.InferenceSession(model or str(self._path), options,
+                                                    providers=["CPUExecutionProvider"],
+                                                    disabled_optimizers=rewrites_in_use().disabled_optimizers()))
+        except Exception as exc:  # onnxruntime raises its own untyped errors for bad models
+            raise BundleError(f"onnxruntime cannot load the {self._what} {self._path}: {exc}") from exc
+        return free
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``fn`` over ``items`` on the pool's threads, results in input order; ``fn`` should call :meth:`run`
@@ -94,3 +128,9 @@ class SessionPool:
         """Stop the pool's threads (sessions are freed with the pool)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+
+
+def _unpadded(feeds: dict[str, np.ndarray]) -> bool:
+    """Whether a call's attention mask is all ones (then the mask changes nothing and may be skipped)."""
+    mask = feeds.get("attention_mask")
+    return mask is not None and bool(mask.all())

@@ -91,6 +91,39 @@ def test_a_nan_guard_after_softmax_is_dropped_and_its_readers_read_the_softmax(t
     assert rewritten_model(shared, GUARDS) is None
 
 
+def _masked_softmax_model(path, masked=-np.inf, read_twice=False, condition="attention_mask"):
+    """y = Softmax(s + Where(Cast(mask), 0, masked)): an additive attention mask, in miniature."""
+    constants = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.float32(v)))
+                 for name, v in (("zero", 0.0), ("masked", masked))]
+    extra = [helper.make_node("Mul", ["m", "m"], ["m2"])] if read_twice else []
+    return _save(path, [*constants, helper.make_node("Cast", [condition], ["keep"], to=TensorProto.BOOL),
+                        helper.make_node("Where", ["keep", "zero", "masked"], ["bias"]),
+                        helper.make_node("Add", ["s", "bias"], ["m"]), *extra,
+                        helper.make_node("Softmax", ["m"], ["y"])],
+                 [helper.make_tensor_value_info("s", TensorProto.FLOAT, [None, 4]),
+                  helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [None, 4]),
+                  helper.make_tensor_value_info("other", TensorProto.INT64, [None, 4])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4]),
+                  *([helper.make_tensor_value_info("m2", TensorProto.FLOAT, [None, 4])] if read_twice else [])], [])
+
+
+def test_for_unpadded_inputs_the_attention_mask_and_its_subgraph_are_skipped(tmp_path):
+    path = _masked_softmax_model(tmp_path / "m.onnx")
+    assert rewritten_model(path, GUARDS) is None  # the model for every input keeps its mask
+    rewritten = onnx.load_from_string(rewritten_model(path, GUARDS, unpadded=True))
+    assert [n.op_type for n in rewritten.graph.node] == ["Softmax"]
+    assert list(rewritten.graph.node[0].input) == ["s"]
+    assert [i.name for i in rewritten.graph.input] == ["s", "attention_mask", "other"]  # callers feed the same
+    s = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
+    feeds = {"s": s, "attention_mask": np.ones((3, 4), np.int64), "other": np.zeros((3, 4), np.int64)}
+    expected = ort.InferenceSession(str(path)).run(None, feeds)[0]
+    assert (ort.InferenceSession(rewritten.SerializeToString()).run(None, feeds)[0] == expected).all()
+    # not an additive mask, or not only feeding the softmax, or not computed from the attention mask: kept
+    for name, kwargs in (("small.onnx", {"masked": -1.0}), ("twice.onnx", {"read_twice": True}),
+                         ("other.onnx", {"condition": "other"})):
+        assert rewritten_model(_masked_softmax_model(tmp_path / name, **kwargs), GUARDS, unpadded=True) is None
+
+
 def test_the_setting_decides_and_a_bad_value_is_named(tmp_path, monkeypatch):
     path = _matmul_integer_model(tmp_path / "m.onnx", np.full((4, 2), 200), 128)
     monkeypatch.setenv("CRAG_ONNX_REWRITES", "none")
@@ -98,7 +131,8 @@ def test_the_setting_decides_and_a_bad_value_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CRAG_ONNX_REWRITES", "auto")
     monkeypatch.setattr(load_rewrites, "cpu_runs_signed_exactly", lambda: False)  # a CPU without AVX512-VNNI
     assert model_for_this_cpu(path) is None  # no guard to drop, weights stay unsigned
-    assert load_rewrites.rewrites_in_use().describe() == "NaN guards dropped"
+    expected = "NaN guards dropped, attention mask skipped for unpadded inputs, SkipLayerNormalization fusion off"
+    assert load_rewrites.rewrites_in_use().describe() == expected
     monkeypatch.setattr(load_rewrites, "cpu_runs_signed_exactly", lambda: True)
     assert onnx.load_from_string(model_for_this_cpu(path)).graph.initializer[0].data_type == TensorProto.INT8
     monkeypatch.setenv("CRAG_ONNX_REWRITES", "some")
@@ -118,11 +152,14 @@ def _feeds(tokenizer, *texts):
             "token_type_ids": np.array([encoded.type_ids])}
 
 
-def test_the_shipped_models_give_identical_outputs_with_their_guards_dropped():
+def test_the_shipped_models_give_identical_outputs_with_their_guards_dropped_and_unpadded_masks_skipped():
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))
     tokenizer.enable_truncation(256)
+    unpadded_tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))  # the shipped one pads to 256
+    unpadded_tokenizer.enable_truncation(256)
+    unpadded_tokenizer.no_padding()
     embedder = next((DEFAULT / "embedder").glob("*.onnx"))
     texts = [("In what country is Normandy located?", "The Normans gave their name to Normandy, in France."),
              ("In what country is Normandy located?", "Steam engines burn coal. " * 60), ("x",)]
@@ -131,22 +168,71 @@ def test_the_shipped_models_give_identical_outputs_with_their_guards_dropped():
         rewritten = onnx.load_from_string(rewritten_model(model, GUARDS))
         assert sum(n.op_type == "IsNaN" for n in rewritten.graph.node) == 0  # one guard per layer, all six gone
         dropped = ort.InferenceSession(rewritten.SerializeToString())
+        unpadded = onnx.load_from_string(rewritten_model(model, GUARDS, unpadded=True))
+        made_by = {o: n.op_type for n in unpadded.graph.node for o in n.output}
+        softmax_inputs = [made_by[n.input[0]] for n in unpadded.graph.node if n.op_type == "Softmax"]
+        assert softmax_inputs == ["MatMul"] * 6  # each layer's softmax reads its scores, no mask added
+        assert len(unpadded.graph.node) <= len(rewritten.graph.node) - 6 * 2 - 20  # Adds, Wheres, their subgraph
+        skipped = ort.InferenceSession(unpadded.SerializeToString())
         names = [i.name for i in as_exported.get_inputs()]
+        assert [i.name for i in skipped.get_inputs()] == names
         for pair in texts:
             feeds = {k: v for k, v in _feeds(tokenizer, *pair).items() if k in names}
             assert (as_exported.run(None, feeds)[0] == dropped.run(None, feeds)[0]).all()
+            if not feeds["attention_mask"].all():
+                assert not np.array_equal(as_exported.run(None, feeds)[0], skipped.run(None, feeds)[0])  # padded
+            feeds = {k: v for k, v in _feeds(unpadded_tokenizer, *pair).items() if k in names}
+            assert feeds["attention_mask"].all()
+            assert (as_exported.run(None, feeds)[0] == skipped.run(None, feeds)[0]).all()
 
 
 @pytest.mark.skipif(not load_rewrites.cpu_runs_signed_exactly(), reason="signed products saturate without AVX512-VNNI")
-def test_on_a_vnni_cpu_the_default_grader_scores_identically_either_way(monkeypatch):
+def test_on_a_vnni_cpu_the_default_grader_scores_identically_with_signed_weights():
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))
     tokenizer.enable_truncation(256)
-    pools = {}
-    for choice in ("none", "auto"):
-        monkeypatch.setenv("CRAG_ONNX_REWRITES", choice)
-        pools[choice] = SessionPool(DEFAULT / "model.int8.onnx", 1)
+    model = DEFAULT / "model.int8.onnx"
+    sessions = [ort.InferenceSession(m) for m in (str(model), rewritten_model(model, SIGNED))]
     for text in ("The Normans gave their name to Normandy, a region in France.", "Steam engines burn coal. " * 60):
         feeds = _feeds(tokenizer, "In what country is Normandy located?", text)
-        assert (pools["none"].run(feeds) == pools["auto"].run(feeds)).all()
+        assert (sessions[0].run(None, feeds)[0] == sessions[1].run(None, feeds)[0]).all()
+
+
+def test_pools_leave_skip_layer_norm_unfused_unless_told_none(monkeypatch):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))
+    tokenizer.enable_truncation(256)
+    tokenizer.no_padding()
+    model = DEFAULT / "model.int8.onnx"
+    feeds = _feeds(tokenizer, "In what country is Normandy located?", "Steam engines burn coal. " * 60)
+    got = {}
+    for choice in ("none", "auto"):
+        monkeypatch.setenv("CRAG_ONNX_REWRITES", choice)
+        got[choice] = SessionPool(model, 1).run(feeds)
+        unfused = choice == "auto"
+        reference = ort.InferenceSession(load_rewrites.unpadded_model(model) or str(model),
+                                         disabled_optimizers=["SkipLayerNormFusion"] if unfused else [])
+        assert (reference.run(None, feeds)[0] == got[choice]).all()
+    assert np.allclose(got["none"], got["auto"], atol=0.05)  # the same function, rounded differently
+
+
+def test_the_pool_skips_the_mask_only_for_unpadded_calls():
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(DEFAULT / "tokenizer.json"))
+    tokenizer.enable_truncation(256)
+    tokenizer.no_padding()
+    pools = {padded: SessionPool(DEFAULT / "model.int8.onnx", 1, padded_calls=padded) for padded in (False, True)}
+    assert pools[False].skips_unpadded_mask and not pools[True].skips_unpadded_mask
+    short, long = (_feeds(tokenizer, "Where is Normandy?", text) for text in ("In France.", "Steam engines. " * 30))
+    padded = {k: np.zeros((2, long[k].shape[1]), np.int64) for k in long}
+    for row, one in enumerate((short, long)):
+        for k in one:
+            padded[k][row, : one[k].shape[1]] = one[k][0]
+    for feeds in (short, long, padded):  # one text alone (mask skipped) and a padded batch (mask used)
+        assert (pools[False].run(feeds) == pools[True].run(feeds)).all()
+    alone = pools[True].run(short)
+    assert not np.array_equal(pools[False].run(padded)[0], alone[0])  # the batch's first row is padded ...
+    assert np.allclose(pools[False].run(padded)[0], alone[0], atol=0.5)  # ... and masked: near its grade alone
