@@ -104,14 +104,16 @@ class SequentialSessions:
     def __init__(self, path: Path, threads: int) -> None:
         import onnxruntime as ort
 
-        from grader.load_rewrites import model_for_this_cpu
+        from grader.load_rewrites import model_for_this_cpu, rewrites_in_use, unpadded_model
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        model = model_for_this_cpu(path) or str(path)  # the model the pool runs (grader/load_rewrites.py)
-        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        # the model and options the pool runs for these unpadded pairs (grader/load_rewrites.py)
+        model = unpadded_model(path) or model_for_this_cpu(path) or str(path)
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"],
+                                            disabled_optimizers=rewrites_in_use().disabled_optimizers())
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.workers = 1
 

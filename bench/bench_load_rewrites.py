@@ -1,8 +1,10 @@
-"""The exact load-time rewrites of grader/load_rewrites.py, measured per bundle: as exported, NaN guards dropped,
-and both rewrites (NaN guards dropped, int8 weights signed: what ``auto`` does on an AVX512-VNNI CPU).
+"""The load-time rewrites of grader/load_rewrites.py, measured per bundle, added one at a time: as exported; NaN
+guards dropped; int8 weights signed (on an AVX512-VNNI CPU); the attention mask skipped for unpadded calls; and
+onnxruntime's SkipLayerNormalization fusion left off (the last load is what ``auto`` does).
 
-Loads each bundle three ways in one process and (1) grades the same pairs with each and reports the largest
-difference of probability from the as-exported load (the rewrites are exact, so it should be 0), (2) times whole
+Loads each bundle five ways in one process and (1) grades the same pairs with each and reports the largest
+difference of probability from the as-exported load (the rewrites are exact, so it should be 0 until the fusion
+is left off, which rounds differently), (2) times whole
 grades (cross-encoder and cosine) of N chunks of about 256 tokens and of mixed length (40-250 tokens), the loads
 taking turns, every grade computed (no grade cache, texts unique to each repeat, load and bundle), and reports
 p50 / p95 and each p50's speed-up over the as-exported load. The CPU's int8 flags are recorded: signed weights are
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -42,19 +43,36 @@ def texts(tag: str, count: int, mixed: bool, rng: random.Random) -> list[str]:
     return out
 
 
-def load(bundle: str, how: str, threads: int):  # -> a grader
-    from grader import load_grader, load_rewrites
+def ladder() -> dict[str, object]:
+    """Each load's rewrites, adding one at a time (the last is ``auto`` on this CPU)."""
+    from grader.load_rewrites import Rewrites, cpu_runs_signed_exactly
 
-    os.environ["CRAG_ONNX_REWRITES"] = "none" if how == "as exported" else "all"  # read when sessions are made
-    if how == "NaN guards dropped":
-        os.environ["CRAG_ONNX_REWRITES"] = "auto"
-        signs, load_rewrites.cpu_runs_signed_exactly = load_rewrites.cpu_runs_signed_exactly, lambda: False
+    signed = cpu_runs_signed_exactly()  # without AVX512-VNNI signed products saturate: auto leaves weights as they are
+    return {"as exported": Rewrites(False, False, False, False),
+            "NaN guards dropped": Rewrites(True, False, False, False),
+            "+ int8 weights signed": Rewrites(True, signed, False, False),
+            "+ attention mask skipped for unpadded calls": Rewrites(True, signed, True, False),
+            "+ SkipLayerNormalization fusion off (auto)": Rewrites(True, signed, True, True)}
+
+
+def load(bundle: str, rewrites, threads: int):  # -> a grader
+    """The bundle loaded with ``rewrites`` (every session of the pools is made while they are in force; these
+    grades are all unpadded, so no session is made later)."""
+    from grader import load_grader, load_rewrites, session_pool
+
+    saved = load_rewrites.rewrites_in_use
+    load_rewrites.rewrites_in_use = session_pool.rewrites_in_use = lambda: rewrites
     try:
         return load_grader(bundle, threads=threads, cache_pairs=0)
     finally:
-        if how == "NaN guards dropped":
-            load_rewrites.cpu_runs_signed_exactly = signs
-        os.environ.pop("CRAG_ONNX_REWRITES")
+        load_rewrites.rewrites_in_use = session_pool.rewrites_in_use = saved
+
+
+def fresh_grades(grader, chunks: list[str]):
+    """Grades computed now: the embedding cache (one per model file, shared by every load of it) emptied first."""
+    if grader.fusion_embedder is not None:
+        grader.fusion_embedder.cache.clear()
+    return grader.grade(QUERY, chunks)
 
 
 def main() -> None:
@@ -66,18 +84,19 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, object] = {"cpu_int8_flags": cpu_flags(), "setup": vars(args) | {"json": str(args.json)}}
-    hows = ("as exported", "NaN guards dropped", "NaN guards dropped, int8 weights signed")
+    loads = ladder()
+    hows = tuple(loads)
     for bundle in args.bundle:
-        graders = {how: load(bundle, how, args.threads) for how in hows}
+        graders = {how: load(bundle, rewrites, args.threads) for how, rewrites in loads.items()}
         same = texts(f"same-{bundle}", args.chunks, True, random.Random(0))
-        probabilities = {how: [g.probability for g in grader.grade(QUERY, same)] for how, grader in graders.items()}
+        probabilities = {how: [g.probability for g in fresh_grades(grader, same)] for how, grader in graders.items()}
         entry: dict[str, object] = {f"max_probability_difference, {how}": max(
             abs(a - b) for a, b in zip(probabilities[hows[0]], probabilities[how], strict=True)) for how in hows[1:]}
         for kind in ("256_tokens", "mixed"):
             rng = random.Random(1)
             times: dict[str, list[float]] = {how: [] for how in graders}
             for r in range(args.repeats):
-                for how in hows[r % 3:] + hows[:r % 3]:  # each load first in turn
+                for how in hows[r % len(hows):] + hows[:r % len(hows)]:  # each load first in turn
                     batch = texts(f"{bundle}-{kind}-{how}-{r}", args.chunks, kind == "mixed", rng)
                     start = time.perf_counter()
                     graders[how].grade(QUERY, batch)

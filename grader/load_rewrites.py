@@ -29,8 +29,8 @@ residual ``Add`` and the ``LayerNormalization`` after it, made one kernel) is le
 LayerNormalization run. Its CPU kernel took 14.5% of a pair's time in the default's cross-encoder, 8x the two ops
 it replaces (onnxruntime 1.32). Both compute the same function; their float rounding differs, and int8's dynamic
 quantisation carries that on: on the recipe's held-out pairs (6 domains, 2,488 pairs) the default's and the fast
-bundle's probabilities moved by 0.001-0.004 on average (at most 0.035), AUROC by at most 0.002, and 0-3 verdicts
-in 400 changed; ``CRAG_ONNX_REWRITES=none`` keeps the fusion.
+bundle's probabilities moved by 0.001-0.004 on average (at most 0.035), AUROC by -0.0009 to +0.0020, and 0-3
+verdicts in 400 changed (bench/bench_skip_layer_norm.py); ``CRAG_ONNX_REWRITES=none`` keeps the fusion.
 
 The model is read and written with protobuf, which onnxruntime itself depends on, through a minimal schema of the
 few ONNX fields touched; every other field passes through unparsed, so nothing else of the model can change.
