@@ -232,8 +232,8 @@ def _skip_attention_masks(graph: Any) -> int:
 
 def _is_mask_term(made_by: dict[str, Any], where: Any) -> bool:
     """``Where(c, a, b)`` with scalar constants {a, b} = {0, <= MASKED_SCORE}: an additive attention mask."""
-    values = [_scalar_constant(made_by, name) for name in where.input[1:]]
-    return None not in values and max(values) == 0.0 and min(values) <= MASKED_SCORE  # type: ignore[type-var]
+    values = [value for name in where.input[1:] if (value := _scalar_constant(made_by, name)) is not None]
+    return len(values) == 2 and max(values) == 0.0 and min(values) <= MASKED_SCORE
 
 
 def _scalar_constant(made_by: dict[str, Any], name: str) -> float | None:
