@@ -98,6 +98,26 @@ def test_heuristics_and_authority():
     assert ordered[0].chunk_id == "x2" and "preferred x2" in conflicts[0]
 
 
+def test_corrupt_text_is_judged_the_same_with_or_without_the_printable_shortcut():
+    import random
+    import unicodedata
+
+    from pipeline.corrective import correction
+
+    def counted(text):  # the definition: every character looked up
+        return sum(1 for ch in text if unicodedata.category(ch) in correction.BAD_CATEGORIES and ch not in "\n\t")
+
+    rng = random.Random(5)
+    alphabet = ["a", " ", "\n", "\t", "\r", "\x00", "\x7f", "\u00a0", "\u200b", "\u2028", "\ue000", "\ufffd",
+                "\U000e0001", "\u0378", "\U0010fffe", "é", "漢", "\ud800"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert correction._bad_characters(text) == counted(text), repr(text)
+    kept, _ = drop_bad_chunks([_chunk("p", "private \ue000\ue001\ue002 use", title="p"),
+                               _chunk("ok", "Tabs\tand\nbreaks are fine.", title="ok")])
+    assert [c.chunk_id for c in kept] == ["ok"]
+
+
 def test_qdrant_local_mode_persists_and_needs_one_location(tmp_path):
     from pipeline.retrieval.qdrant_store import QdrantRetriever
 
