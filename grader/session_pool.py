@@ -107,12 +107,12 @@ class SessionPool:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        disabled = rewrites_in_use().disabled_optimizers()  # a bad setting is named as one, not as a bad model
         free: queue.SimpleQueue[Any] = queue.SimpleQueue()
         try:
             for _ in range(self.workers):
                 free.put(self._ort.InferenceSession(model or str(self._path), options,
-                                                    providers=["CPUExecutionProvider"],
-                                                    disabled_optimizers=rewrites_in_use().disabled_optimizers()))
+                                                    providers=["CPUExecutionProvider"], disabled_optimizers=disabled))
         except Exception as exc:  # onnxruntime raises its own untyped errors for bad models
             raise BundleError(f"onnxruntime cannot load the {self._what} {self._path}: {exc}") from exc
         return free
