@@ -110,10 +110,11 @@ class SequentialSessions:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # the model and options the pool runs for these unpadded pairs (grader/load_rewrites.py)
-        model = unpadded_model(path) or model_for_this_cpu(path) or str(path)
+        # the model and options the pool runs for these unpadded pairs (grader/load_rewrites.py), the setting read once
+        rewrites = rewrites_in_use()
+        model = unpadded_model(path, rewrites) or model_for_this_cpu(path, rewrites) or str(path)
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"],
-                                            disabled_optimizers=rewrites_in_use().disabled_optimizers())
+                                            disabled_optimizers=rewrites.disabled_optimizers())
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.workers = 1
 

@@ -55,17 +55,17 @@ def ladder() -> dict[str, object]:
             "+ SkipLayerNormalization fusion off (auto)": Rewrites(True, signed, True, True)}
 
 
-def load(bundle: str, rewrites, threads: int):  # -> a grader
-    """The bundle loaded with ``rewrites`` (every session of the pools is made while they are in force; these
-    grades are all unpadded, so no session is made later)."""
-    from grader import load_grader, load_rewrites, session_pool
+def load(bundle: str, rewrites, threads: int | None = None):  # -> a grader
+    """The bundle loaded with ``rewrites`` in place of ``CRAG_ONNX_REWRITES`` (each session pool reads the setting
+    once, when it is made, and makes every variant it loads later the same way)."""
+    from grader import load_grader, session_pool
 
-    saved = load_rewrites.rewrites_in_use
-    load_rewrites.rewrites_in_use = session_pool.rewrites_in_use = lambda: rewrites
+    saved = session_pool.rewrites_in_use
+    session_pool.rewrites_in_use = lambda: rewrites
     try:
         return load_grader(bundle, threads=threads, cache_pairs=0)
     finally:
-        load_rewrites.rewrites_in_use = session_pool.rewrites_in_use = saved
+        session_pool.rewrites_in_use = saved
 
 
 def fresh_grades(grader, chunks: list[str]):

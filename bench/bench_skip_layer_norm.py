@@ -26,23 +26,18 @@ sys.path.insert(0, str(ROOT))
 
 def scores(bundle: str, fused: bool, sets: dict) -> dict[str, tuple[np.ndarray, list]]:
     """Probabilities and verdicts per domain, from a fresh load (its own embedding cache) with the fusion as asked."""
-    from grader import load_grader, load_rewrites, session_pool
+    from bench.bench_load_rewrites import load
+    from grader import load_rewrites
     from grader.embedder import _caches
 
-    chosen = dataclasses.replace(load_rewrites.rewrites_in_use(), unfused_skip_layer_norm=not fused)
-    saved = load_rewrites.rewrites_in_use
-    load_rewrites.rewrites_in_use = session_pool.rewrites_in_use = lambda: chosen
-    try:
-        _caches.clear()  # vectors computed the other way must not be reused
-        grader = load_grader(bundle, cache_pairs=0)
-        out = {}
-        for domain, pairs in sets.items():
-            probabilities = np.asarray(grader.probabilities(
-                grader.score_pairs([(p.query, p.text) for p in pairs.pairs]).logits), dtype=float)
-            out[domain] = (probabilities, [grader.policy.verdict(float(x)) for x in probabilities])
-        return out
-    finally:
-        load_rewrites.rewrites_in_use = session_pool.rewrites_in_use = saved
+    _caches.clear()  # vectors computed the other way must not be reused
+    grader = load(bundle, dataclasses.replace(load_rewrites.rewrites_in_use(), unfused_skip_layer_norm=not fused))
+    out = {}
+    for domain, pairs in sets.items():
+        probabilities = np.asarray(grader.probabilities(
+            grader.score_pairs([(p.query, p.text) for p in pairs.pairs]).logits), dtype=float)
+        out[domain] = (probabilities, [grader.policy.verdict(float(x)) for x in probabilities])
+    return out
 
 
 def main() -> None:

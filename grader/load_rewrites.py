@@ -111,19 +111,20 @@ def cpu_runs_signed_exactly() -> bool:
     return "avx512_vnni" in cpu_flags()
 
 
-def model_for_this_cpu(model_path: Path) -> bytes | None:
-    """The model at ``model_path`` with the rewrites of :func:`rewrites_in_use`, as bytes for onnxruntime;
+def model_for_this_cpu(model_path: Path, rewrites: Rewrites | None = None) -> bytes | None:
+    """The model at ``model_path`` with ``rewrites`` (default: :func:`rewrites_in_use`), as bytes for onnxruntime;
     None when nothing applies (load the file as it is)."""
-    rewrites = rewrites_in_use()
+    rewrites = rewrites or rewrites_in_use()
     if not (rewrites.drop_nan_guards or rewrites.signed_weights):
         return None
     return rewritten_model(model_path, rewrites)
 
 
-def unpadded_model(model_path: Path) -> bytes | None:
-    """The model for calls whose attention mask is all ones: the rewrites of :func:`rewrites_in_use` and the
-    attention mask skipped; None when there is no mask to skip (use :func:`model_for_this_cpu`'s for every call)."""
-    rewrites = rewrites_in_use()
+def unpadded_model(model_path: Path, rewrites: Rewrites | None = None) -> bytes | None:
+    """The model for calls whose attention mask is all ones: ``rewrites`` (default: :func:`rewrites_in_use`) and
+    the attention mask skipped; None when there is no mask to skip (use :func:`model_for_this_cpu`'s for every
+    call)."""
+    rewrites = rewrites or rewrites_in_use()
     if not rewrites.skip_mask_when_unpadded:
         return None
     return rewritten_model(model_path, rewrites, unpadded=True)
@@ -194,10 +195,7 @@ def _drop_nan_guards(graph: Any) -> int:
         dropped.update((index, test_index))
     for index in sorted(dropped, reverse=True):
         del graph.node[index]
-    for node in graph.node:
-        for slot, name in enumerate(node.input):
-            if name in replaced:
-                node.input[slot] = replaced[name]
+    _read_instead(graph, replaced)
     return len(replaced)
 
 
@@ -222,12 +220,17 @@ def _skip_attention_masks(graph: Any) -> int:
                 break
     if not replaced:
         return 0
+    _read_instead(graph, replaced)
+    _drop_unread_nodes(graph)
+    return len(replaced)
+
+
+def _read_instead(graph: Any, replaced: dict[str, str]) -> None:
+    """Every node that read a value named in ``replaced`` reads its replacement instead."""
     for node in graph.node:
         for slot, name in enumerate(node.input):
             if name in replaced:
                 node.input[slot] = replaced[name]
-    _drop_unread_nodes(graph)
-    return len(replaced)
 
 
 def _is_mask_term(made_by: dict[str, Any], where: Any) -> bool:

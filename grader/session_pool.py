@@ -62,14 +62,16 @@ class SessionPool:
                  padded_calls: bool = False) -> None:
         self.workers = pool_size(workers)
         self._ort = require("onnxruntime", "onnx")
+        self._rewrites = rewrites_in_use()  # read once, so every variant is made alike; a bad setting named as one
         self._path, self._what = Path(model_path), what
         self._lock = threading.Lock()
         self._free: dict[bool, queue.SimpleQueue[Any]] = {}  # keyed by "for unpadded calls only"
-        unpadded = None if padded_calls else self._rewrite(unpadded_model)
+        unpadded = None if padded_calls else self._guarded(unpadded_model, self._path, self._rewrites)
         self.skips_unpadded_mask = unpadded is not None
-        session = self._sessions(self.skips_unpadded_mask, unpadded).get()
+        free = self._sessions(self.skips_unpadded_mask, unpadded)
+        session = free.get()
         self.input_names = [i.name for i in session.get_inputs()]
-        self._sessions(self.skips_unpadded_mask).put(session)
+        free.put(session)
         self._executor = (ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="crag-onnx")
                           if self.workers > 1 else None)
 
@@ -89,33 +91,30 @@ class SessionPool:
             with self._lock:
                 free = self._free.get(unpadded)
                 if free is None:
-                    free = self._free[unpadded] = self._open(model or (self._rewrite(unpadded_model) if unpadded
-                                                                       else self._rewrite(model_for_this_cpu)))
+                    free = self._free[unpadded] = self._guarded(self._open, unpadded, model)
         return free
 
-    def _rewrite(self, rewrite: Callable[[Path], bytes | None]) -> bytes | None:
-        try:
-            return rewrite(self._path)
-        except ConfigError:
-            raise
-        except Exception as exc:  # protobuf raises its own errors for files that are not models
-            raise BundleError(f"onnxruntime cannot load the {self._what} {self._path}: {exc}") from exc
-
-    def _open(self, model: bytes | None) -> queue.SimpleQueue[Any]:
+    def _open(self, unpadded: bool, model: bytes | None) -> queue.SimpleQueue[Any]:
+        if model is None:
+            model = (unpadded_model if unpadded else model_for_this_cpu)(self._path, self._rewrites)
         options = self._ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        disabled = rewrites_in_use().disabled_optimizers()  # a bad setting is named as one, not as a bad model
         free: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        try:
-            for _ in range(self.workers):
-                free.put(self._ort.InferenceSession(model or str(self._path), options,
-                                                    providers=["CPUExecutionProvider"], disabled_optimizers=disabled))
-        except Exception as exc:  # onnxruntime raises its own untyped errors for bad models
-            raise BundleError(f"onnxruntime cannot load the {self._what} {self._path}: {exc}") from exc
+        for _ in range(self.workers):
+            free.put(self._ort.InferenceSession(model or str(self._path), options, providers=["CPUExecutionProvider"],
+                                                disabled_optimizers=self._rewrites.disabled_optimizers()))
         return free
+
+    def _guarded(self, load: Callable[..., T], *args: Any) -> T:
+        """``load(*args)``, the errors protobuf and onnxruntime raise for a file that is not a usable model named
+        as a BundleError."""
+        try:
+            return load(*args)
+        except Exception as exc:  # both raise their own untyped errors
+            raise BundleError(f"onnxruntime cannot load the {self._what} {self._path}: {exc}") from exc
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``fn`` over ``items`` on the pool's threads, results in input order; ``fn`` should call :meth:`run`
