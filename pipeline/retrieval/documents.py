@@ -20,6 +20,7 @@ from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.strips import (
     FENCE,
     LIST_ITEM,
+    LIST_LEAD_IN,
     MARKDOWN_HEADING,
     TABLE_ROW,
     blocks,
@@ -226,7 +227,11 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
                 current = _fitting(_section_context(outer, max_chars), [*carried, piece], max_chars) + carried
             current.append(piece)
     if current:
-        chunks.append("\n\n".join(current))
+        last = "\n\n".join(current)
+        if chunks and all(_is_heading(p) for p in current) and len(chunks[-1]) + 2 + len(last) <= max_chars:
+            chunks[-1] = f"{chunks[-1]}\n\n{last}"  # headings with no text after them are no chunk of their own
+        else:
+            chunks.append(last)
     return chunks
 
 
@@ -290,7 +295,7 @@ def _split_paragraph(paragraph: str, max_chars: int) -> list[str]:
     units: list[list[str]] = []
     for line in paragraph.split("\n"):
         starts = LIST_ITEM.match(line) or TABLE_ROW.match(line) or not units or units[-1][-1].rstrip().endswith(
-            (".", "!", "?", ":"))
+            LIST_LEAD_IN)  # where strips let a list begin: after a sentence, a colon or a semicolon
         if starts:
             units.append([line])
         else:

@@ -142,6 +142,16 @@ def test_a_heading_is_not_left_alone_when_its_text_fits_a_chunk_only_without_it(
         assert all(len(c) <= 900 for c in chunks) and chunks[1].startswith("## The job\n\n")
 
 
+def test_headings_that_end_a_document_join_the_chunk_before_them():
+    body = ("Some text of the last section. " * 20).strip()
+    chunks = chunk_text(f"# Data\n\n{body}\n\n# EOF", max_chars=900)
+    assert chunks == [f"# Data\n\n{body}\n\n# EOF"]  # "# EOF" was a chunk of its own, with nothing to retrieve
+    assert chunk_text("# Only a title") == ["# Only a title"]  # a document of headings alone keeps them
+    full = ("word " * 170).strip()
+    assert chunk_text(f"{full}\n\n## Tail", max_chars=900) == [f"{full}\n\n## Tail"]
+    assert chunk_text(f"{full}\n\n## Tail", max_chars=855) == [full, "## Tail"]  # no room: kept apart
+
+
 def test_a_chunk_inside_a_section_opens_with_the_headings_it_is_under():
     cards = "Card text. " * 60
     text = f"# Guide\n\nIntro.\n\n## Billing\n\nBill text.\n\n### Cards\n\n{cards}\n\n## Tail\n\n" + "Tail. " * 70
@@ -173,6 +183,8 @@ def test_a_long_list_is_cut_between_items_and_each_item_stays_a_strip_of_its_own
     prose = "\n".join(f"Sentence {i} wraps onto\nthe next line here." for i in range(30))
     pieces = chunk_text(prose, max_chars=200)
     assert all(p.startswith("Sentence ") and p.endswith("line here.") for p in pieces)
+    clauses = "\n".join(f"Clause {i} wraps onto\nthe next line;" for i in range(30))  # a semicolon ends one too
+    assert all(p.startswith("Clause ") and p.endswith("line;") for p in chunk_text(clauses, max_chars=200))
 
 
 def test_a_strip_is_named_by_its_section_and_a_generic_heading_by_the_one_above_it():
