@@ -17,6 +17,7 @@ from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
+from pipeline.retrieval.rst_text import rst_to_text
 from pipeline.retrieval.strips import (
     FENCE,
     LIST_ITEM,
@@ -32,7 +33,7 @@ from pipeline.retrieval.strips import (
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx")
+SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -124,7 +125,10 @@ def read_document(path: str | Path) -> tuple[str, str]:
     elif suffix == ".docx":
         title, text = docx_to_text(path)
     else:
-        title, text = TEXT_READERS.get(suffix, _plain_text)(_decoded(path))
+        try:
+            title, text = TEXT_READERS.get(suffix, _plain_text)(_decoded(path))
+        except DataError as exc:
+            raise DataError(f"{path}: {exc}") from exc
     return title or path.stem, text  # a document without a title of its own is named by its file
 
 
@@ -133,7 +137,8 @@ def _plain_text(raw: str) -> tuple[str, str]:
     return (heading.group(1).strip() if heading else ""), raw
 
 
-TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text}
+TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
+                ".rst": rst_to_text}
 
 
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
