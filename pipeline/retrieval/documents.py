@@ -16,6 +16,7 @@ from models.errors import ConfigError, DataError
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
+from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.rst_text import rst_to_text
 from pipeline.retrieval.strips import (
@@ -33,7 +34,7 @@ from pipeline.retrieval.strips import (
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx")
+SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -115,7 +116,8 @@ class StoredChunk:
 
 
 def read_document(path: str | Path) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown, HTML, PDF or Word (.docx) file."""
+    """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF or Word (.docx)
+    file."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
@@ -138,7 +140,7 @@ def _plain_text(raw: str) -> tuple[str, str]:
 
 
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
-                ".rst": rst_to_text}
+                ".rst": rst_to_text, ".ipynb": notebook_to_text}
 
 
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
