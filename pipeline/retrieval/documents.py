@@ -18,6 +18,7 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
+from pipeline.retrieval.pptx_text import pptx_to_text
 from pipeline.retrieval.rst_text import rst_to_text
 from pipeline.retrieval.strips import (
     FENCE,
@@ -34,7 +35,7 @@ from pipeline.retrieval.strips import (
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
            "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx")
+SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -116,8 +117,8 @@ class StoredChunk:
 
 
 def read_document(path: str | Path) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF or Word (.docx)
-    file."""
+    """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx) or
+    PowerPoint (.pptx) file."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
@@ -126,6 +127,8 @@ def read_document(path: str | Path) -> tuple[str, str]:
         title, text = _read_pdf(path)
     elif suffix == ".docx":
         title, text = docx_to_text(path)
+    elif suffix == ".pptx":
+        title, text = pptx_to_text(path)
     else:
         try:
             title, text = TEXT_READERS.get(suffix, _plain_text)(_decoded(path))

@@ -1,0 +1,87 @@
+"""The readable text of a PowerPoint (.pptx) file, read with python-pptx (the ``pptx`` extra).
+
+Slides come in order, each opened by its title as a ``## `` heading ("## Q3 revenue"; "## Slide 4" for a slide
+without one), so that every chunk of a slide knows which slide it is from and strips are named by it. Then the
+text of the slide's other shapes in reading order (top to bottom, then left to right; grouped shapes read in
+their place): a body placeholder's paragraphs as list items indented by their outline level, a text box's as
+lines, a table as rows (``a | b``). The speaker notes follow the slide ("Notes: ..."), since presenters write
+there what a slide only hints at. Footers, slide numbers and dates are page furniture and are left out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from models.deps import require
+from models.errors import DataError
+
+__all__ = ["pptx_to_text"]
+
+FURNITURE = ("FOOTER", "SLIDE_NUMBER", "DATE")
+LISTED = ("BODY", "OBJECT")  # placeholders whose paragraphs PowerPoint shows as an outline
+
+
+def pptx_to_text(path: Path) -> tuple[str, str]:
+    """(title, text): the file's Title property, else its first slide title ('' when neither), and the slides."""
+    pptx = require("pptx", "pptx")
+    try:
+        presentation = pptx.Presentation(str(path))
+    except Exception as exc:  # python-pptx raises zipfile, lxml, KeyError and its own errors for damaged files
+        raise DataError(f"{path}: not a readable .pptx file ({type(exc).__name__}: {exc}); an encrypted or older "
+                        ".ppt file must be saved as .pptx first") from exc
+    blocks: list[str] = []
+    first_title = ""
+    for number, slide in enumerate(presentation.slides, start=1):
+        title_shape = slide.shapes.title
+        title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
+        first_title = first_title or title
+        blocks.append(f"## {title or f'Slide {number}'}")
+        skip = {title_shape.shape_id} if title_shape is not None else set()
+        blocks += _shape_blocks(slide.shapes, skip)
+        if slide.has_notes_slide:
+            notes = slide.notes_slide.notes_text_frame
+            text = "\n".join(line for line in (notes.text if notes is not None else "").split("\n") if line.strip())
+            if text:
+                blocks.append(f"Notes: {text}")
+    title = str(presentation.core_properties.title or "").strip() or first_title
+    return title, "\n\n".join(blocks)
+
+
+def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
+    """Text blocks of ``shapes`` in reading order, a group's shapes read where the group stands."""
+    blocks: list[str] = []
+    for shape in sorted(shapes, key=_position):
+        if shape.shape_id in skip or _placeholder_kind(shape) in FURNITURE:
+            continue
+        if hasattr(shape, "shapes"):  # a group
+            blocks += _shape_blocks(shape.shapes, skip)
+        elif getattr(shape, "has_table", False):
+            rows = [" | ".join(_one_line(cell.text) for cell in row.cells) for row in shape.table.rows]
+            blocks.append("\n".join(row for row in rows if row.strip(" |")))
+        elif getattr(shape, "has_text_frame", False):
+            listed = _placeholder_kind(shape) in LISTED
+            lines = [("  " * paragraph.level + "* " if listed else "") + _one_line(paragraph.text)
+                     for paragraph in shape.text_frame.paragraphs if paragraph.text.strip()]
+            if lines:
+                blocks.append("\n".join(lines))
+    return [b for b in blocks if b.strip()]
+
+
+def _position(shape: Any) -> tuple[int, int]:
+    """Top, then left (a shape without a position of its own last)."""
+    top, left = shape.top, shape.left
+    return (top if top is not None else 1 << 62, left if left is not None else 1 << 62)
+
+
+def _placeholder_kind(shape: Any) -> str:
+    """The placeholder's type name (``BODY``, ``FOOTER``, ...), '' for a shape that is not a placeholder."""
+    if not getattr(shape, "is_placeholder", False):
+        return ""
+    kind = shape.placeholder_format.type
+    return str(getattr(kind, "name", kind) or "")
+
+
+def _one_line(text: str) -> str:
+    """Text with its line breaks (PowerPoint's vertical tabs too) as spaces."""
+    return " ".join(text.replace("\v", " ").split())

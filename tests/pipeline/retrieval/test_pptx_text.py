@@ -1,0 +1,76 @@
+"""A PowerPoint file is read slide by slide: titles as headings, outlines as lists, tables as rows, notes kept."""
+
+import pytest
+
+from models.errors import DataError
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.strips import strips_with_sections
+
+pptx = pytest.importorskip("pptx")
+from pptx.util import Inches  # noqa: E402
+
+
+def deck(path):
+    presentation = pptx.Presentation()
+    presentation.core_properties.title = ""
+    cover = presentation.slides.add_slide(presentation.slide_layouts[0])
+    cover.shapes.title.text = "Quarterly review"
+    cover.placeholders[1].text = "Finance team, October"
+
+    outline = presentation.slides.add_slide(presentation.slide_layouts[1])
+    outline.shapes.title.text = "Q3 revenue"
+    body = outline.placeholders[1].text_frame
+    body.text = "Revenue grew 12% to 4.1 million euros."
+    detail = body.add_paragraph()
+    detail.text, detail.level = "Subscriptions made most of the growth.", 1
+    box = outline.shapes.add_textbox(Inches(1), Inches(6.5), Inches(6), Inches(0.5))
+    box.text_frame.text = "Source: ledger export of 2 October."
+    outline.notes_slide.notes_text_frame.text = "Mention the one-off licence sale of 0.3 million."
+
+    blank = presentation.slides.add_slide(presentation.slide_layouts[6])
+    rows = blank.shapes.add_table(3, 2, Inches(1), Inches(1), Inches(6), Inches(2)).table
+    for r, (region, amount) in enumerate([("Region", "Revenue"), ("North", "2.3 M"), ("South", "1.8 M")]):
+        rows.cell(r, 0).text, rows.cell(r, 1).text = region, amount
+    group = blank.shapes.add_group_shape()
+    later = group.shapes.add_textbox(Inches(1), Inches(5), Inches(4), Inches(0.5))
+    later.text_frame.text = "Both regions met their targets."
+    presentation.save(path)
+
+
+def test_slides_are_read_in_order_with_their_titles_outlines_tables_and_notes(tmp_path):
+    path = tmp_path / "review.pptx"
+    deck(path)
+    title, text = read_document(path)
+    assert title == "Quarterly review"  # no Title property: the first slide's title
+    assert text == ("## Quarterly review\n\nFinance team, October\n\n"
+                    "## Q3 revenue\n\n* Revenue grew 12% to 4.1 million euros.\n  * Subscriptions made most of the "
+                    "growth.\n\nSource: ledger export of 2 October.\n\n"
+                    "Notes: Mention the one-off licence sale of 0.3 million.\n\n"
+                    "## Slide 3\n\nRegion | Revenue\nNorth | 2.3 M\nSouth | 1.8 M\n\nBoth regions met their targets.")
+
+
+def test_a_strip_of_a_slide_is_named_by_the_slide(tmp_path):
+    path = tmp_path / "review.pptx"
+    deck(path)
+    chunk = next(c for c in chunk_text(read_document(path)[1], max_chars=300) if "Revenue grew" in c)
+    assert ("Revenue grew 12% to 4.1 million euros.", "Q3 revenue") in strips_with_sections(chunk)
+
+
+def test_a_file_that_is_not_a_presentation_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "old.pptx"
+    path.write_bytes(b"\xd0\xcf\x11\xe0 an old binary .ppt renamed")
+    with pytest.raises(DataError, match=r"old\.pptx: not a readable \.pptx file .* older \.ppt file must be saved"):
+        read_document(path)
+
+
+def test_without_the_pptx_extra_the_error_names_it(tmp_path, monkeypatch):
+    import sys
+
+    from models import MissingDependencyError
+
+    path = tmp_path / "review.pptx"
+    deck(path)
+    monkeypatch.setitem(sys.modules, "pptx", None)  # as if python-pptx were not installed
+    with pytest.raises(MissingDependencyError, match=r"crag-grader\[pptx\]") as caught:
+        read_document(path)
+    assert caught.value.extra == "pptx"  # one file's problem: `crag index add --skip-errors` passes over it
