@@ -35,6 +35,7 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         chunk_id: str | None = Field(None, max_length=256)
 
     chunk_text = Annotated[str, Field(max_length=limits.max_chunk_chars)]
+    filter_key = Annotated[str, Field(min_length=1, max_length=128)]  # the index refuses an empty key (400 before)
 
     class GradeRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
@@ -52,7 +53,7 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         model_config = ConfigDict(extra="forbid", strict=True)
         query: str = query_field
         confidential: bool = Field(False, description="never send this question to web search")
-        filters: dict[str, str | int | bool] | None = Field(
+        filters: dict[filter_key, str | int | bool] | None = Field(
             None, max_length=8, description="exact-match metadata filters, e.g. {\"status\": \"active\"}")
 
     return GradeRequest, QueryRequest

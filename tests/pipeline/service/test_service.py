@@ -288,6 +288,7 @@ BAD_BODIES = [
     ("/v1/query", rb'{"query": "capital of France \ud800"}', ["body", "query"]),
     ("/v1/query", b'{"query": "capital of France", "filters": {"status": -Infinity}}', ["body"]),
     ("/v1/query", rb'{"query": "capital of France", "filters": {"\ud800": "x"}}', ["body", "filters"]),
+    ("/v1/query", b'{"query": "capital of France", "filters": {"": "x"}}', ["body", "filters", "", "[key]"]),  # was 400
 ]
 
 
