@@ -39,7 +39,7 @@ def windows(tokenizer, text: str, length: int, max_windows: int = 16) -> list[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", required=True, help="labelled JSONL with metadata.domain (runs/v3/heldout.jsonl)")
+    parser.add_argument("--data", type=Path, required=True, help="labelled JSONL, metadata.domain")
     parser.add_argument("--per-domain", type=int, default=400, help="first N pairs of each domain")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the results here")

@@ -18,7 +18,7 @@ from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
-from pipeline.retrieval.documents import Principal
+from pipeline.retrieval.documents import SUPPORTED, Principal
 from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def _index_add(args: argparse.Namespace) -> int:
     store = _store(args)
     report = ingest(store, args.paths, tenant=args.tenant, roles=[r for r in (args.roles or "").split(",") if r],
                     status=args.status, effective_date=args.effective_date, authority=args.authority,
-                    max_chars=args.max_chars, skip_errors=args.skip_errors)
+                    max_chars=args.max_chars, skip_errors=args.skip_errors, encoding=args.encoding)
     if not report.files:
         reasons = "; ".join(f"{s['path']}: {s['reason']}" for s in report.skipped)
         raise DataError(f"nothing was indexed ({reasons}); the index was not changed")
@@ -116,8 +116,9 @@ def _index_migrate(args: argparse.Namespace) -> int:
 def register_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="manage the local hybrid index (one SQLite file in a folder)")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
-    add = isub.add_parser("add", help="add or re-index text / Markdown / HTML / PDF files or folders")
-    add.add_argument("paths", nargs="+", help="files or folders (.txt .md .html .pdf .docx)")
+    add = isub.add_parser("add", help="add or re-index documents (text, Markdown, reStructuredText, notebooks, HTML, "
+                                      "PDF, Word, PowerPoint) or folders of them")
+    add.add_argument("paths", nargs="+", help=f"files or folders ({' '.join(SUPPORTED)})")
     where = add.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="local index directory (created if missing)")
     where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
@@ -128,6 +129,9 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--effective-date", default="")
     add.add_argument("--authority", type=int, default=0)
     add.add_argument("--max-chars", type=int, default=900)
+    add.add_argument("--encoding", default=None,
+                     help="read text files that are not UTF-8 in this encoding (cp1252, latin-1, shift_jis...); an "
+                          "HTML page's own <meta> charset comes first. Default: such a file is an error")
     add.add_argument("--skip-errors", action="store_true",
                      help="index the readable files and report the unreadable ones instead of stopping")
     add.add_argument("--strip-vectors", action="store_true",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import logging
 import re
@@ -32,8 +33,8 @@ from pipeline.retrieval.strips import (
     under_heading,
 )
 
-__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_name", "chunk_text",
-           "read_document", "reveals_access_denied", "term_coverage"]
+__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
+           "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx")
 
@@ -116,9 +117,10 @@ class StoredChunk:
         return cls(**{**data, "allowed_roles": frozenset(data.get("allowed_roles") or ())})
 
 
-def read_document(path: str | Path) -> tuple[str, str]:
+def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx) or
-    PowerPoint (.pptx) file."""
+    PowerPoint (.pptx) file. ``encoding``: the charset of text files that are not UTF-8 (validate it with
+    :func:`check_encoding`); without it such a file is an error."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
@@ -130,8 +132,9 @@ def read_document(path: str | Path) -> tuple[str, str]:
     elif suffix == ".pptx":
         title, text = pptx_to_text(path)
     else:
+        raw = _decoded(path, encoding)
         try:
-            title, text = TEXT_READERS.get(suffix, _plain_text)(_decoded(path))
+            title, text = TEXT_READERS.get(suffix, _plain_text)(raw)
         except DataError as exc:
             raise DataError(f"{path}: {exc}") from exc
     return title or path.stem, text  # a document without a title of its own is named by its file
@@ -149,23 +152,46 @@ TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
 
 
-def _decoded(path: Path) -> str:
+def check_encoding(encoding: str | None) -> str | None:
+    """``encoding`` if Python knows it as a text encoding (None stays None), else a ConfigError naming it."""
+    if encoding is None:
+        return None
+    try:
+        info = codecs.lookup(encoding)
+    except (LookupError, TypeError) as exc:
+        raise ConfigError(f"unknown encoding {encoding!r}; name one Python knows, such as cp1252, latin-1 or "
+                          "shift_jis") from exc
+    if not getattr(info, "_is_text_encoding", True):
+        raise ConfigError(f"{encoding!r} is not a text encoding; name one such as cp1252, latin-1 or shift_jis")
+    return encoding
+
+
+def _decoded(path: Path, fallback: str | None = None) -> str:
     """The file's text: UTF-8 (a byte-order mark dropped), or for HTML the charset its ``<meta>`` declares
-    (pages saved as windows-1252 or ISO-8859-1 are common). Anything else is an error naming the byte."""
+    (pages saved as windows-1252 or ISO-8859-1 are common), or else ``fallback``, the encoding the caller names
+    for its files. Anything else is an error naming the byte and the ways out."""
     data = path.read_bytes()
     try:
         return _unix_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         html = TEXT_READERS.get(path.suffix.lower()) is html_to_text
         declared = DECLARED_CHARSET.search(data[:4096]) if html else None
-        if declared is None:
-            raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it to UTF-8"
-                            + (" or declare its charset in a <meta> tag" if html else "")) from exc
-        charset = declared.group(1).decode("ascii")
-        try:
-            return _unix_lines(data.decode(charset))
-        except (LookupError, UnicodeDecodeError) as declared_exc:
-            raise DataError(f"{path}: neither UTF-8 nor its declared charset {charset!r} ({declared_exc})") from exc
+        if declared is not None:
+            charset = declared.group(1).decode("ascii")
+            try:
+                return _unix_lines(data.decode(charset))
+            except (LookupError, UnicodeDecodeError) as declared_exc:
+                raise DataError(f"{path}: neither UTF-8 nor its declared charset {charset!r} ({declared_exc})") \
+                    from exc
+        if fallback is not None:
+            try:
+                return _unix_lines(data.decode(fallback))
+            except UnicodeDecodeError as fallback_exc:
+                raise DataError(f"{path}: neither UTF-8 nor {fallback} ({fallback_exc.reason} at byte "
+                                f"{fallback_exc.start}); name its encoding or convert it to UTF-8") from exc
+        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it to UTF-8"
+                        + (", declare its charset in a <meta> tag" if html else "")
+                        + " or name its encoding (`crag index add --encoding cp1252`)") from exc
 
 
 def _unix_lines(text: str) -> str:

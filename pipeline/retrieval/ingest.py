@@ -20,6 +20,7 @@ from models.progress import progress, stage
 from pipeline.retrieval.documents import (
     SUPPORTED,
     StoredChunk,
+    check_encoding,
     check_name,
     chunk_id_for,
     chunk_text,
@@ -101,8 +102,10 @@ class IngestReport:
 
 def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
            status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900,
-           skip_errors: bool = False) -> IngestReport:
-    """Chunk the documents and write them in one transaction; see the module docstring for re-adds."""
+           skip_errors: bool = False, encoding: str | None = None) -> IngestReport:
+    """Chunk the documents and write them in one transaction; see the module docstring for re-adds.
+    ``encoding``: the charset of text files that are not UTF-8 (an HTML page's own declaration comes first)."""
+    check_encoding(encoding)
     report = IngestReport()
     chunks: list[StoredChunk] = []
     check_name("tenant", tenant)
@@ -115,7 +118,7 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
                     sum(unsupported.values()), ", ".join(sorted(unsupported)), ", ".join(SUPPORTED))
     for path in progress((p.resolve() for p in files), desc="reading documents", total=len(files), unit="file"):
         try:
-            title, text = read_document(path)
+            title, text = read_document(path, encoding=encoding)
         except (DataError, MissingDependencyError) as exc:  # a .docx without the docx extra is one file's problem
             if isinstance(exc, MissingDependencyError) and exc.extra == "rag":
                 raise  # the index's own extra (Markdown, PDF): no file can be skipped around it, nothing is written

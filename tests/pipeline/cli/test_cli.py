@@ -218,6 +218,16 @@ def test_ask_demo_answers_with_citations_and_a_trace(capsys, demo_cache):
     assert text.startswith("[abstention]") and "trace:" in text and "retrieve" in text
 
 
+def test_index_add_reads_legacy_text_files_in_the_encoding_named(capsys, tmp_path, demo_cache):
+    legacy = tmp_path / "legacy.txt"
+    legacy.write_bytes("Le café ouvre à 8 h.".encode("cp1252"))
+    index = str(tmp_path / "idx")
+    assert main(["index", "add", str(legacy), "--index", index, "--tenant", "acme"]) == 2
+    assert "--encoding cp1252" in capsys.readouterr().err
+    assert main(["index", "add", str(legacy), "--index", index, "--tenant", "acme", "--encoding", "cp1252"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunks_added"] == 1
+
+
 def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -176,3 +176,31 @@ def test_preformatted_text_is_a_fenced_code_block_kept_whole():
     assert chunk_text(text) == [text] and sentence_strips(text) == ["```\ncargo doc\n \n    --open\n```"]
     code = '<pre><code class="hljs language-rust">fn main() {}</code></pre>'  # the language a highlighter marks
     assert html_to_text(code)[1] == "```rust\nfn main() {}\n```"
+
+
+def test_text_files_in_a_named_encoding_are_read_and_a_page_s_own_charset_comes_first(tmp_path):
+    from models import ConfigError, DataError
+    from pipeline.retrieval.documents import check_encoding
+    from pipeline.retrieval.index import LocalHybridIndex
+    from pipeline.retrieval.ingest import ingest
+    from tests.pipeline.conftest import HashEmbedder
+
+    (tmp_path / "legacy.txt").write_bytes("Le café coûte 5 € – très bien.".encode("cp1252"))
+    (tmp_path / "notes.md").write_text("# Notes\n\nPlain UTF-8 – with a dash.", encoding="utf-8")
+    (tmp_path / "page.html").write_bytes('<meta charset="koi8-r"><p>Привет</p>'.encode("koi8-r"))
+    with pytest.raises(DataError, match=r"legacy\.txt: not UTF-8 .*`crag index add --encoding cp1252`"):
+        read_document(tmp_path / "legacy.txt")
+    assert read_document(tmp_path / "legacy.txt", encoding="cp1252")[1] == "Le café coûte 5 € – très bien."
+    assert read_document(tmp_path / "notes.md", encoding="cp1252")[1].endswith("Plain UTF-8 – with a dash.")
+    assert read_document(tmp_path / "page.html", encoding="cp1252")[1] == "Привет"  # its own declaration wins
+    (tmp_path / "undefined.txt").write_bytes(b"caf\xe9 \x81")  # 0x81 has no character in cp1252
+    with pytest.raises(DataError, match=r"undefined\.txt: neither UTF-8 nor cp1252"):
+        read_document(tmp_path / "undefined.txt", encoding="cp1252")
+    for bad in ("no-such-codec", "rot13", "base64"):
+        with pytest.raises(ConfigError, match=repr(bad)):
+            check_encoding(bad)
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    with pytest.raises(ConfigError, match="unknown encoding 'nope'"):
+        ingest(index, [tmp_path / "legacy.txt"], tenant="t", encoding="nope")
+    report = ingest(index, [tmp_path / "legacy.txt", tmp_path / "notes.md"], tenant="t", encoding="cp1252")
+    assert report.files == 2 and any("café" in c.text for c in index.iter_chunks())
