@@ -218,7 +218,7 @@ class _Writer:
             alt = str(node.get("alt", "")).strip()
             if alt:
                 self.blocks.append(alt)
-        elif node.children and not isinstance(node, _text_class()):
+        elif node.children:
             self.children(node, depth)  # containers: block quotes, topics, sidebars, figures, compound...
         elif kind == "#text" and node.astext().strip():
             self.blocks.append(node.astext().strip())
@@ -254,16 +254,18 @@ class _Writer:
         return lines
 
     def _lines(self, node: Any) -> Iterator[str]:
-        """Lines of a definition, field or option list (``term: definition``), table (``a | b``), line block."""
-        for child in node.traverse(include_self=False, descend=True):
+        """Lines of a definition, field or option list (``term: definition``), table (``a | b``), line block; an
+        item is one line whatever it holds (a list nested in a definition is read in it, not again)."""
+        for child in node.children:
             kind = child.tagname
             if kind in ("definition_list_item", "field", "option_list_item"):
-                parts = [_one_line(c) for c in child.children]
-                yield ": ".join(p for p in parts if p)
+                yield ": ".join(part for part in (_one_line(c) for c in child.children) if part)
             elif kind == "row":
                 yield " | ".join(_one_line(entry) for entry in child.children)
-            elif kind == "line" and not _inside(child, ("definition_list_item", "field", "option_list_item", "row")):
+            elif kind == "line":
                 yield _inline(child)
+            elif kind not in SKIPPED_NODES and child.children:  # table groups, heads and bodies, nested blocks
+                yield from self._lines(child)
 
 
 def _one_line(node: Any) -> str:
@@ -273,20 +275,6 @@ def _one_line(node: Any) -> str:
     sub = _Writer()
     sub.children(node, 0)
     return " ".join(" ".join(sub.blocks).split())
-
-
-def _inside(node: Any, kinds: tuple[str, ...]) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent.tagname in kinds:
-            return True
-        parent = parent.parent
-    return False
-
-
-@cache
-def _text_class() -> type:
-    return require("docutils.nodes", "rag").Text
 
 
 def _inline(node: Any) -> str:

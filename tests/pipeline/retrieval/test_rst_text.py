@@ -156,3 +156,10 @@ def test_a_folder_of_rst_sources_is_collected(tmp_path):
     (tmp_path / "docs" / "index.rst").write_text(DOC, encoding="utf-8")
     (tmp_path / "docs" / "conf.py").write_text("project = 'x'\n", encoding="utf-8")
     assert [p.name for p in collect_files([tmp_path / "docs"])] == ["index.rst"]
+
+
+def test_a_definition_is_one_line_whatever_it_holds_and_is_read_once():
+    _, text = rst_to_text("term one\n   Its definition with a list:\n\n   * alpha\n   * beta\n\n   nested term\n"
+                          "      nested definition\n\n| line one\n| line two\n")
+    assert text == ("term one: Its definition with a list: * alpha * beta nested term: nested definition\n\n"
+                    "line one\nline two")
