@@ -1,4 +1,4 @@
-"""The readable text of a Jupyter notebook (``.ipynb``, nbformat 4): its prose, its code and its text output.
+"""The readable text of a Jupyter notebook (``.ipynb``, nbformat 4 or 3): its prose, its code and its text output.
 
 A notebook file is JSON: read raw, its metadata, cell ids and base64-encoded images would fill the chunks. So
 the cells are read in order: Markdown cells as Markdown files are read (:mod:`pipeline.retrieval.markdown_text`:
@@ -28,18 +28,15 @@ def notebook_to_text(raw: str) -> tuple[str, str]:
         notebook = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise DataError(f"not a Jupyter notebook: invalid JSON ({exc})") from exc
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-        version = notebook.get("nbformat") if isinstance(notebook, dict) else None
-        hint = (f"nbformat {version}: convert it with `jupyter nbconvert --to notebook --nbformat 4`"
-                if version not in (None, 4) else "it has no list of cells")
-        raise DataError(f"not a Jupyter notebook of format 4 ({hint})")
+    cells = _cells(notebook)
     found = notebook.get("metadata")
     metadata: dict[str, Any] = found if isinstance(found, dict) else {}
     language = _language(metadata)
     title, blocks = str(metadata.get("title") or "").strip(), []
-    for number, cell in enumerate(notebook["cells"], start=1):
+    for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
             raise DataError(f"not a Jupyter notebook: cell {number} is {type(cell).__name__}, not an object")
+        cell = _as_format_4(cell)
         source = _text(cell.get("source"))
         kind = cell.get("cell_type")
         if kind == "markdown":
@@ -48,12 +45,51 @@ def notebook_to_text(raw: str) -> tuple[str, str]:
             blocks.append(text)
         elif kind == "code":
             if source.strip():
-                opening, closing = fence_for(source.rstrip("\n").split("\n"), language)
+                own = cell.get("language")  # nbformat 3 names it per cell
+                opening, closing = fence_for(source.rstrip("\n").split("\n"), own if isinstance(own, str) else language)
                 blocks.append(f"{opening}\n{source.strip(chr(10))}\n{closing}")
             blocks += [_output_block(text) for text in _text_outputs(cell.get("outputs"))]
         elif kind == "raw":
             blocks.append(source.strip())
     return title, "\n\n".join(b for b in blocks if b.strip())
+
+
+def _cells(notebook: object) -> list[Any]:
+    """The notebook's cells: nbformat 4 keeps them in ``cells``, nbformat 3 in ``worksheets[*].cells``."""
+    if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list):
+        return notebook["cells"]
+    if isinstance(notebook, dict) and notebook.get("nbformat") == 3 and isinstance(notebook.get("worksheets"), list):
+        sheets = [sheet for sheet in notebook["worksheets"] if isinstance(sheet, dict)]
+        return [cell for sheet in sheets for cell in _list(sheet.get("cells"))]
+    version = notebook.get("nbformat") if isinstance(notebook, dict) else None
+    hint = (f"nbformat {version}: convert it with `jupyter nbconvert --to notebook --nbformat 4`"
+            if version not in (None, 3, 4) else "it has no list of cells")
+    raise DataError(f"not a Jupyter notebook of format 3 or 4 ({hint})")
+
+
+V3_RESULTS = {"pyout": "execute_result", "display_data": "display_data"}
+
+
+def _as_format_4(cell: dict[str, Any]) -> dict[str, Any]:
+    """An nbformat 3 cell in format 4's terms (heading cells as Markdown headings, ``input`` as the source,
+    ``pyout`` results with their text under ``data``); a format 4 cell as it is."""
+    kind = cell.get("cell_type")
+    if kind == "heading":
+        level = cell.get("level")
+        depth = min(6, max(1, level)) if isinstance(level, int) else 1
+        return {"cell_type": "markdown", "source": "#" * depth + " " + _text(cell.get("source"))}
+    if kind == "code" and "input" in cell and "source" not in cell:
+        outputs = []
+        for output in _list(cell.get("outputs")):
+            if isinstance(output, dict) and output.get("output_type") in V3_RESULTS:
+                output = {"output_type": V3_RESULTS[output["output_type"]], "data": {"text/plain": output.get("text")}}
+            outputs.append(output)
+        return {"cell_type": "code", "source": cell.get("input"), "outputs": outputs, "language": cell.get("language")}
+    return cell
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _language(metadata: dict[str, Any]) -> str:
@@ -77,7 +113,7 @@ def _text(value: object) -> str:
 def _text_outputs(outputs: object) -> list[str]:
     """What a code cell printed (stdout, stderr) or returned as plain text, each non-empty one."""
     texts = []
-    for output in outputs if isinstance(outputs, list) else []:
+    for output in _list(outputs):
         if not isinstance(output, dict):
             continue
         kind = output.get("output_type")

@@ -64,7 +64,7 @@ def test_the_title_comes_from_metadata_and_the_language_from_the_kernel():
 
 @pytest.mark.parametrize(("raw", "message"), [
     ("{not json", "invalid JSON"),
-    (json.dumps({"nbformat": 3, "worksheets": []}), "nbformat 3: convert it with `jupyter nbconvert"),
+    (json.dumps({"nbformat": 2, "worksheets": []}), "nbformat 2: convert it with `jupyter nbconvert"),
     (json.dumps([1, 2]), "no list of cells"),
     (json.dumps({"nbformat": 4, "cells": ["text"]}), "cell 1 is str"),
 ])
@@ -74,3 +74,17 @@ def test_a_file_that_is_not_a_notebook_is_an_error_naming_the_file(tmp_path, raw
     with pytest.raises(DataError, match=r"broken\.ipynb: not a Jupyter notebook") as caught:
         read_document(path)
     assert message in str(caught.value)
+
+
+def test_a_notebook_of_format_3_is_read_like_one_of_format_4():
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": "old"}, "worksheets": [{"cells": [
+        {"cell_type": "heading", "level": 1, "metadata": {}, "source": ["Old analysis"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["Some *prose*."]},
+        {"cell_type": "code", "language": "python", "collapsed": False, "input": ["print(1)\n", "1 + 1"],
+         "outputs": [{"output_type": "stream", "stream": "stdout", "text": ["1\n"]},
+                     {"output_type": "pyout", "prompt_number": 2, "text": ["2"]},
+                     {"output_type": "display_data", "png": IMAGE},
+                     {"output_type": "pyerr", "ename": "E", "evalue": "x", "traceback": ["boom"]}]}]}]}
+    assert notebook_to_text(json.dumps(v3)) == (
+        "Old analysis", "# Old analysis\n\nSome prose.\n\n```python\nprint(1)\n1 + 1\n```\n\n```text\n1\n```\n\n"
+                        "```text\n2\n```")
