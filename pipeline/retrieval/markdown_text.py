@@ -10,6 +10,9 @@ plain text: links and images keep their words, escapes and entities are resolved
 underlines included) are written as ``#`` headings, which give a chunk its context; lists keep their
 markers, tables their rows, block quotes their ``>``; code (fenced or indented, and inline spans) is
 content and stays verbatim, an indented block fenced like the others. Blocks keep the line spacing they had in the file.
+MyST Markdown (Sphinx and Jupyter Book sources) is read as its reStructuredText twin is: a directive fence
+(```` ```{note} ````) is labelled text, code in its language, or left out (navigation), without its options; a
+role (``{func}`~os.path.join```) reads as what it shows; a ``(label)=`` target line is not text.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from models.deps import require
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.sphinx_names import CODE_DIRECTIVES, NAVIGATION_DIRECTIVES, labelled, role_title
 from pipeline.retrieval.strips import fence_for
 
 __all__ = ["markdown_to_text"]
@@ -28,6 +32,10 @@ __all__ = ["markdown_to_text"]
 FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 HEADING = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+MYST_DIRECTIVE = re.compile(r"^\{([\w][\w:.+-]*)\}\s*(.*)$")  # ```{note} or ```{code-block} python
+MYST_OPTION = re.compile(r"^\s*:[\w-]+:")  # ":linenos:", ":caption: Example"
+MYST_TARGET = re.compile(r"^\([\w.:-]+\)=$")
+MYST_ROLE = re.compile(r"\{[\w][\w:+-]*\}$")  # {func} right before a code span
 SILENT_INLINE = frozenset({"link_open", "link_close", "em_open", "em_close", "strong_open", "strong_close",
                            "s_open", "s_close", "html_inline"})  # markup only: what they wrap is still text
 
@@ -97,8 +105,14 @@ class _Writer:
                 self._block(token.map, ["#" * level + " " + _inline(tokens[i + 1])])
                 i += 2
             elif kind == "paragraph_open":
-                self._block(token.map, _inline(tokens[i + 1]).split("\n"))
+                text = _inline(tokens[i + 1])
+                if not MYST_TARGET.match(text):  # "(editable-installs)=": a label for links, not text
+                    self._block(token.map, text.split("\n"))
                 i += 2
+            elif kind == "fence" and (directive := MYST_DIRECTIVE.match(token.info.strip())):
+                lines = _myst_directive(directive.group(1).lower(), directive.group(2).strip(), token.content)
+                if lines:
+                    self._block(token.map, lines)
             elif kind in ("fence", "code_block"):  # indented code fenced like the rest, so that it reads as code
                 code = token.content.rstrip("\n").split("\n")
                 opening, closing = fence_for(code, token.info if kind == "fence" else "")
@@ -136,14 +150,40 @@ class _Writer:
         self.last_line = end
 
 
+def _myst_directive(name: str, argument: str, content: str) -> list[str]:
+    """The lines a MyST directive fence (```` ```{note} ````) reads as: code directives fenced as code in their
+    language, navigation left out, any other directive its argument and its content read as Markdown, an
+    admonition labelled (:mod:`pipeline.retrieval.sphinx_names`). Options (``:key: value`` lines, or a ``---``
+    block of YAML) are not content."""
+    body = content.rstrip("\n").split("\n")
+    if body and body[0].strip() == "---" and "---" in (line.strip() for line in body[1:]):
+        body = body[[line.strip() for line in body].index("---", 1) + 1:]
+    while body and MYST_OPTION.match(body[0]):
+        body = body[1:]
+    kind = name.rsplit(":", 1)[-1]
+    if kind in NAVIGATION_DIRECTIVES:
+        return []
+    if kind in CODE_DIRECTIVES:
+        opening, closing = fence_for(body, argument.split()[0] if argument else "")
+        return [opening, *body, closing] if any(line.strip() for line in body) else []
+    text = "\n\n".join(part for part in (argument, markdown_to_text("\n".join(body))[1]) if part)
+    return labelled(kind, text).split("\n") if text else []
+
+
 def _inline(token: Any) -> str:
-    """An inline token's text: words of links and images kept, emphasis and tags dropped, code spans verbatim."""
-    parts = []
-    for child in token.children or []:
+    """An inline token's text: words of links and images kept, emphasis and tags dropped, code spans verbatim
+    (a MyST role's span, ``{func}`~os.path.join```, as what it shows: `join`)."""
+    parts: list[str] = []
+    children = token.children or []
+    for at, child in enumerate(children):
         if child.type in ("softbreak", "hardbreak"):
             parts.append("\n")
         elif child.type == "code_inline":
-            parts.append(child.markup + child.content + child.markup)
+            role = MYST_ROLE.search(parts[-1]) if parts and at and children[at - 1].type == "text" else None
+            if role:
+                parts[-1] = parts[-1][:role.start()]
+            shown = role_title(child.content) if role else child.content
+            parts.append(child.markup + shown + child.markup)
         elif child.type == "image":
             parts.append(_inline(child) if child.children else child.content)
         elif child.type not in SILENT_INLINE:

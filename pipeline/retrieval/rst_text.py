@@ -28,24 +28,19 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
+from pipeline.retrieval.sphinx_names import (
+    ADMONITIONS,
+    CODE_DIRECTIVES,
+    NAVIGATION_DIRECTIVES,
+    labelled,
+    role_title,
+)
 from pipeline.retrieval.strips import fence_for
 
 __all__ = ["rst_to_text"]
 
-CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "doctest", "testcode", "testoutput", "testsetup",
-                             "ipython", "jupyter-execute", "prompt", "console"})
-NAVIGATION_DIRECTIVES = frozenset({"toctree", "literalinclude", "index", "highlight", "tabularcolumns",
-                                   "currentmodule", "default-role", "default-domain", "sectionauthor",
-                                   "moduleauthor", "codeauthor", "autosummary", "graphviz", "inheritance-diagram",
-                                   "only"})
 SPHINX_FIRST = CODE_DIRECTIVES | {"class"}  # docutils has its own, which reject Sphinx's options and arguments
 DIRECTIVE_NAME = re.compile(r"^[ \t]*\.\.[ \t]+([\w][\w:.+-]*)[ \t]*::", re.MULTILINE)
-ROLE_TITLE = re.compile(r"^(.*?)\s*<([^<>]*)>$", re.DOTALL)  # Sphinx's "title <target>"
-ADMONITIONS = {name: name.capitalize() for name in ("attention", "caution", "danger", "error", "hint", "important",
-                                                   "note", "tip", "warning")} | {
-    "seealso": "See also", "versionadded": "New in version", "versionchanged": "Changed in version",
-    "deprecated": "Deprecated since version"}
-VERSION_NOTES = frozenset({"versionadded", "versionchanged", "deprecated"})
 SKIPPED_NODES = frozenset({"label", "comment", "substitution_definition", "target", "pending", "raw", "transition",
                            "meta", "decoration", "footnote_reference", "citation_reference"})
 
@@ -84,20 +79,10 @@ def _parser() -> Any:
         role_fn, _ = roles.role(role, inliner.language, lineno, inliner.reporter)
         if role_fn:
             return known(rawsource, text, role, lineno)
-        return [nodes.literal(rawsource, _role_title(text))], []
+        return [nodes.literal(rawsource, role_title(text))], []
 
     inliner.interpreted = interpreted  # an instance attribute: docutils' Inliner cannot be subclassed cleanly
     return rst.Parser(inliner=inliner)
-
-
-def _role_title(text: str) -> str:
-    """What a Sphinx cross-reference shows: its title, or its target without ``~``/``!`` marks."""
-    titled = ROLE_TITLE.match(text)
-    if titled and titled.group(1):
-        return titled.group(1)
-    target = titled.group(2) if titled else text
-    target = target.lstrip("!")
-    return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
 
 
 @cache
@@ -204,12 +189,8 @@ class _Writer:
             before = len(self.blocks)
             self.children(node, depth)
             label = (node.get("classes") or [kind])[0] if kind == "admonition" else kind
-            if len(self.blocks) > before and label in ADMONITIONS:
-                first = self.blocks[before]
-                if label in VERSION_NOTES:  # "Changed in version 3.6: Accepts ..."
-                    version, _, rest = first.partition("\n")
-                    first = f"{version}:" + (f" {rest}" if rest else "")
-                self.blocks[before] = f"{ADMONITIONS[label]}{' ' if label in VERSION_NOTES else ': '}{first}"
+            if len(self.blocks) > before:
+                self.blocks[before] = labelled(label, self.blocks[before])
         elif kind in ("paragraph", "attribution", "caption", "legend", "term"):
             text = _inline(node).strip()
             if text:

@@ -273,3 +273,17 @@ def test_random_markup_never_yields_a_chunk_over_the_limit():
         for _, body in (markdown_to_text(text), html_to_text(text)):
             assert all(len(c) <= limit for c in chunk_text(body, max_chars=limit)), text
 
+
+
+def test_myst_directives_and_roles_read_as_they_do_in_restructuredtext():
+    doc = ("# Guide\n\n```{note}\nRemember to **save** often.\n```\n\n```{code-block} python\n:linenos:\n:caption: "
+           "Example\nx = 1\n```\n\n```{versionchanged} 3.6\nAccepts paths.\n```\n\n```{toctree}\n:maxdepth: 2\n"
+           "install\n```\n\n```{admonition} Custom title\n---\nclass: tip\n---\nBody *text*.\n```\n\n"
+           "* see {ref}`the setup <install>`\n\nUse {func}`~os.path.join` or {py:class}`pathlib.Path`; `{x}` and "
+           "{not a role} `y` stay.\n\n(a-label)=\n\n```{math}\n```\n")
+    assert markdown_to_text(doc)[1] == (
+        "# Guide\n\nNote: Remember to save often.\n\n```python\nx = 1\n```\n\n"
+        "Changed in version 3.6: Accepts paths.\n\nCustom title\n\nBody text.\n\n* see `the setup`\n\n"
+        "Use `join` or `pathlib.Path`; `{x}` and {not a role} `y` stay.")
+    plain = "```python\n{'a': 1}\n```\n\n```{.python}\nx\n```"  # a plain fence, and Pandoc's attribute syntax
+    assert markdown_to_text(plain)[1] == plain
