@@ -119,8 +119,9 @@ class StoredChunk:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx) or
-    PowerPoint (.pptx) file. ``encoding``: the charset of text files that are not UTF-8 (validate it with
-    :func:`check_encoding`); without it such a file is an error."""
+    PowerPoint (.pptx) file. ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a
+    ConfigError, :func:`check_encoding`); without it such a file is an error."""
+    check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:

@@ -199,6 +199,8 @@ def test_text_files_in_a_named_encoding_are_read_and_a_page_s_own_charset_comes_
     for bad in ("no-such-codec", "rot13", "base64"):
         with pytest.raises(ConfigError, match=repr(bad)):
             check_encoding(bad)
+        with pytest.raises(ConfigError, match=repr(bad)):
+            read_document(tmp_path / "legacy.txt", encoding=bad)
     index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
     with pytest.raises(ConfigError, match="unknown encoding 'nope'"):
         ingest(index, [tmp_path / "legacy.txt"], tenant="t", encoding="nope")
