@@ -45,9 +45,10 @@ def notebook_to_text(raw: str) -> tuple[str, str]:
             blocks.append(text)
         elif kind == "code":
             if source.strip():
+                code = source.strip("\n").split("\n")
                 own = cell.get("language")  # nbformat 3 names it per cell
-                opening, closing = fence_for(source.rstrip("\n").split("\n"), own if isinstance(own, str) else language)
-                blocks.append(f"{opening}\n{source.strip(chr(10))}\n{closing}")
+                opening, closing = fence_for(code, own if isinstance(own, str) else language)
+                blocks.append("\n".join([opening, *code, closing]))
             blocks += [_output_block(text) for text in _text_outputs(cell.get("outputs"))]
         elif kind == "raw":
             blocks.append(source.strip())
