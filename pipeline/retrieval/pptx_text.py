@@ -1,11 +1,12 @@
 """The readable text of a PowerPoint (.pptx) file, read with python-pptx (the ``pptx`` extra).
 
 Slides come in order, each opened by its title as a ``## `` heading ("## Q3 revenue"; "## Slide 4" for a slide
-without one), so that every chunk of a slide knows which slide it is from and strips are named by it. Then the
-text of the slide's other shapes in reading order (top to bottom, then left to right; grouped shapes read in
-their place): a body placeholder's paragraphs as list items indented by their outline level, a text box's as
-lines, a table as rows (``a | b``). The speaker notes follow the slide ("Notes: ..."), since presenters write
-there what a slide only hints at. Footers, slide numbers and dates are page furniture and are left out.
+without one; an empty untitled slide is left out), so that every chunk of a slide knows which slide it is from
+and strips are named by it. Then the text of the slide's other shapes in reading order (top to bottom, then left
+to right; grouped shapes read in their place): a body placeholder's paragraphs as list items indented by their
+outline level, a text box's as lines, a table as rows (``a | b``), a chart as its title and its series' values
+by category. The speaker notes follow the slide ("Notes: ..."), since presenters write there what a slide only
+hints at. Footers, slide numbers and dates are page furniture and are left out.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from models.errors import DataError
 __all__ = ["pptx_to_text"]
 
 FURNITURE = ("FOOTER", "SLIDE_NUMBER", "DATE")
-LISTED = ("BODY", "OBJECT")  # placeholders whose paragraphs PowerPoint shows as an outline
+LISTED = ("BODY", "OBJECT")
+CHART_POINTS = 50  # placeholders whose paragraphs PowerPoint shows as an outline
 
 
 def pptx_to_text(path: Path) -> tuple[str, str]:
@@ -36,14 +38,15 @@ def pptx_to_text(path: Path) -> tuple[str, str]:
         title_shape = slide.shapes.title
         title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title
-        blocks.append(f"## {title or f'Slide {number}'}")
         skip = {title_shape.shape_id} if title_shape is not None else set()
-        blocks += _shape_blocks(slide.shapes, skip)
+        content = _shape_blocks(slide.shapes, skip)
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             text = "\n".join(line for line in (notes.text if notes is not None else "").split("\n") if line.strip())
             if text:
-                blocks.append(f"Notes: {text}")
+                content.append(f"Notes: {text}")
+        if title or content:  # an empty slide without a title is no section
+            blocks += [f"## {title or f'Slide {number}'}", *content]
     title = str(presentation.core_properties.title or "").strip() or first_title
     return title, "\n\n".join(blocks)
 
@@ -56,6 +59,8 @@ def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
             continue
         if hasattr(shape, "shapes"):  # a group
             blocks += _shape_blocks(shape.shapes, skip)
+        elif getattr(shape, "has_chart", False):
+            blocks.append(_chart_lines(shape.chart))
         elif getattr(shape, "has_table", False):
             rows = [" | ".join(_one_line(cell.text) for cell in row.cells) for row in shape.table.rows]
             blocks.append("\n".join(row for row in rows if row.strip(" |")))
@@ -66,6 +71,20 @@ def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
             if lines:
                 blocks.append("\n".join(lines))
     return [b for b in blocks if b.strip()]
+
+
+def _chart_lines(chart: Any) -> str:
+    """A chart as a reader takes it in: its title, then each series with its values by category ("Revenue: Q1
+    1.0, Q2 2.0"), at most ``CHART_POINTS`` points a series."""
+    lines = [f"Chart: {_one_line(chart.chart_title.text_frame.text)}"] if chart.has_title else []
+    for plot in chart.plots:
+        categories = [str(c) for c in plot.categories]
+        for series in plot.series:
+            points = [f"{category} {value:g}" for category, value in zip(categories, series.values, strict=False)
+                      if value is not None][:CHART_POINTS]
+            if points:
+                lines.append(f"{_one_line(series.name or 'Series')}: {', '.join(points)}")
+    return "\n".join(lines)
 
 
 def _position(shape: Any) -> tuple[int, int]:

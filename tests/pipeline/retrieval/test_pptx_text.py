@@ -7,6 +7,8 @@ from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.strips import strips_with_sections
 
 pptx = pytest.importorskip("pptx")
+from pptx.chart.data import CategoryChartData  # noqa: E402
+from pptx.enum.chart import XL_CHART_TYPE  # noqa: E402
 from pptx.util import Inches  # noqa: E402
 
 
@@ -34,6 +36,17 @@ def deck(path):
     group = blank.shapes.add_group_shape()
     later = group.shapes.add_textbox(Inches(1), Inches(5), Inches(4), Inches(0.5))
     later.text_frame.text = "Both regions met their targets."
+
+    charted = presentation.slides.add_slide(presentation.slide_layouts[5])
+    charted.shapes.title.text = "Trend"
+    data = CategoryChartData()
+    data.categories = ["Q2", "Q3"]
+    data.add_series("Revenue", (3.7, 4.1))
+    chart = charted.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(2), Inches(6), Inches(4),
+                                     data).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Revenue by quarter"
+    presentation.slides.add_slide(presentation.slide_layouts[6])  # empty and untitled: no section
     presentation.save(path)
 
 
@@ -46,7 +59,8 @@ def test_slides_are_read_in_order_with_their_titles_outlines_tables_and_notes(tm
                     "## Q3 revenue\n\n* Revenue grew 12% to 4.1 million euros.\n  * Subscriptions made most of the "
                     "growth.\n\nSource: ledger export of 2 October.\n\n"
                     "Notes: Mention the one-off licence sale of 0.3 million.\n\n"
-                    "## Slide 3\n\nRegion | Revenue\nNorth | 2.3 M\nSouth | 1.8 M\n\nBoth regions met their targets.")
+                    "## Slide 3\n\nRegion | Revenue\nNorth | 2.3 M\nSouth | 1.8 M\n\n"
+                    "Both regions met their targets.\n\n## Trend\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, Q3 4.1")
 
 
 def test_a_strip_of_a_slide_is_named_by_the_slide(tmp_path):
