@@ -62,7 +62,7 @@ class Answerer:
                 conflicts: Sequence[str]) -> Draft:
         confident = [s for s in strips if s.grade.probability >= self.policy.upper]
         weak = [s for s in strips if self.floor < s.grade.probability < self.policy.upper]
-        chosen = confident or weak
+        chosen = _with_completions(confident or weak, strips)
         if not chosen:
             return Draft(Outcome.ABSTENTION, NO_ANSWER)
         if not confident and all(self.pool[s.chunk_id][0].source == "web" for s in weak):
@@ -214,6 +214,13 @@ def _lead(strip: Strip, previous: Strip | None) -> str:
     opens = strip.section is not None and (previous is None or (previous.chunk_id, previous.section)
                                            != (strip.chunk_id, strip.section))
     return f"{strip.section}: " if opens else ""
+
+
+def _with_completions(chosen: Sequence[Strip], strips: Sequence[Strip]) -> list[Strip]:
+    """``chosen`` with each strip that completes a chosen one (what a strip ending in a colon announces: the
+    command after "You can install it in editable mode:"), in document order."""
+    picked = {s.order for s in chosen}
+    return [s for s in strips if s.order in picked or (s.completes and s.order - 1 in picked)]
 
 
 def _quoted(strips: Sequence[Strip]) -> str:

@@ -100,13 +100,16 @@ class Strip:
     text: str
     grade: Grade
     section: str | None = None  # the heading of the chunk's section it sits in (level 2 or deeper), if any
+    completes: bool = False  # kept because the strip before it announces it ("... in editable mode:"), not on its grade
 
 
 def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_budget: int = 300,
            min_probability: float = 0.1, relative_floor: float = 0.0) -> list[Strip]:
     """Split chunks into sentence strips, grade them with the same grader, keep the best within the budget
     (none below ``min_probability`` or below ``relative_floor`` times the best strip's probability), and return
-    them in document order. A sentence that repeats an earlier one (same words, whatever the case
+    them in document order. A kept strip that ends with a colon brings the strip after it in its chunk (the code,
+    list item or sentence it announces), whatever that one's grade, within the budget (``Strip.completes``). A
+    sentence that repeats an earlier one (same words, whatever the case
     and punctuation; chunks come in authority order) is neither graded nor kept twice; one whose grade is
     withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept."""
     strips: list[tuple[str, int, str]] = []
@@ -127,18 +130,28 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     best = next((grades[i].probability for i in ranked if not grades[i].withheld), 0.0)
     floor = max(min_probability, relative_floor * best)
     kept: list[int] = []
+    completing: set[int] = set()
     used = 0
     for i in ranked:
         if grades[i].probability < floor:
             break
-        if grades[i].withheld:
+        if grades[i].withheld or i in kept:
             continue
         cost = len(strips[i][2].split())
         if used + cost > token_budget and kept:
             continue
         kept.append(i)
         used += cost
-    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i], sections[i]) for i in sorted(kept)]
+        follow = i + 1  # "You can install it in editable mode:" is kept with the command it announces
+        if strips[i][2].rstrip().endswith(":") and follow < len(strips) and strips[follow][0] == strips[i][0] \
+                and follow not in kept and not grades[follow].withheld:
+            follow_cost = len(strips[follow][2].split())
+            if used + follow_cost <= token_budget:
+                kept.append(follow)
+                completing.add(follow)
+                used += follow_cost
+    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i], sections[i], completes=i in completing)
+            for i in sorted(kept)]
 
 
 def identifiers(text: str) -> set[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from models.deps import require
 from pipeline.retrieval.html_text import html_to_text
-from pipeline.retrieval.sphinx_names import CODE_DIRECTIVES, NAVIGATION_DIRECTIVES, labelled, role_title
+from pipeline.retrieval.sphinx_names import CODE_DIRECTIVES, NAVIGATION_DIRECTIVES, is_console, labelled, role_title
 from pipeline.retrieval.strips import fence_for
 
 __all__ = ["markdown_to_text"]
@@ -163,8 +163,8 @@ def _myst_directive(name: str, argument: str, content: str) -> list[str]:
     kind = name.rsplit(":", 1)[-1]
     if kind in NAVIGATION_DIRECTIVES:
         return []
-    if kind in CODE_DIRECTIVES:
-        opening, closing = fence_for(body, argument.split()[0] if argument else "")
+    if kind in CODE_DIRECTIVES or is_console(body):
+        opening, closing = fence_for(body, argument.split()[0] if argument and kind in CODE_DIRECTIVES else "")
         return [opening, *body, closing] if any(line.strip() for line in body) else []
     text = "\n\n".join(part for part in (argument, markdown_to_text("\n".join(body))[1]) if part)
     return labelled(kind, text).split("\n") if text else []

@@ -32,6 +32,7 @@ from pipeline.retrieval.sphinx_names import (
     ADMONITIONS,
     CODE_DIRECTIVES,
     NAVIGATION_DIRECTIVES,
+    is_console,
     labelled,
     role_title,
 )
@@ -106,9 +107,9 @@ def _generic() -> Any:
             name = self.name.lower().rsplit(":", 1)[-1]
             if name in NAVIGATION_DIRECTIVES:
                 return []
-            if name in CODE_DIRECTIVES:
+            if name in CODE_DIRECTIVES or is_console(list(self.content)):
                 code = "\n".join(self.content)
-                language = self.arguments[0].split()[0] if self.arguments else ""
+                language = self.arguments[0].split()[0] if self.arguments and name in CODE_DIRECTIVES else ""
                 return [nodes.literal_block(code, code, classes=[language] if language else [])] if code.strip() else []
             out: list[Any] = []
             if self.arguments:  # read inline like text: "3.6\nAccepts a :term:`path-like object`."

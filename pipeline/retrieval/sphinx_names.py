@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ADMONITIONS", "CODE_DIRECTIVES", "NAVIGATION_DIRECTIVES", "labelled", "role_title"]
+__all__ = ["ADMONITIONS", "CODE_DIRECTIVES", "NAVIGATION_DIRECTIVES", "is_console", "labelled", "role_title"]
 
 CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "code-cell", "doctest", "testcode", "testoutput",
                              "testsetup", "ipython", "jupyter-execute", "prompt", "console"})
@@ -25,6 +25,14 @@ ADMONITIONS = {name: name.capitalize() for name in ("attention", "caution", "dan
     "deprecated": "Deprecated since version"}
 VERSION_NOTES = frozenset({"versionadded", "versionchanged", "deprecated"})
 ROLE_TITLE = re.compile(r"^(.*?)\s*<([^<>]*)>$", re.DOTALL)  # "title <target>"
+PROMPT = re.compile(r"^\s*(?:\$|>>>|\.\.\.|PS>|C:\\>|In \[\d*\]:)\s")  # shell, Python, PowerShell, IPython
+
+
+def is_console(lines: list[str]) -> bool:
+    """Whether a directive's content is a console session (its first line at a prompt: ``$ pip install ...``,
+    ``>>> x``), which is code to show as such whatever the directive is called (pip's ``{pip-cli}``)."""
+    first = next((line for line in lines if line.strip()), "")
+    return bool(PROMPT.match(first))
 
 
 def labelled(name: str, text: str) -> str:

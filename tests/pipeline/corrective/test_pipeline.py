@@ -331,3 +331,25 @@ def test_what_a_section_heading_names_counts_as_covered(tmp_path, grader):
                                     "What happens with the recursive option of mkdir?")
     assert result.answer.startswith("fs.mkdir(path[, options]): Creates a directory")
     assert "do not clearly cover" not in result.message  # "mkdir" and "option" are in the heading the strip reads under
+
+
+def test_a_sentence_that_announces_code_is_kept_and_answered_with_it():
+    from grader import load_grader
+    from grader.policy import ThresholdPolicy
+    from pipeline.corrective.answering import Answerer
+    from pipeline.corrective.correction import refine
+    from pipeline.corrective.state import RAGConfig, RunState
+
+    chunk = make_chunk("installs", '## Editable installs\n\nYou can install local projects in "editable" mode:\n\n'
+                                   "```\n$ pip install -e path/to/SomeProject\n```\n\nOur office dog is called Rex.")
+    query, default = "How do I install a local project in editable mode?", load_grader("default", threads=1)
+    every = {s.text: s for s in refine(query, [chunk], default, min_probability=0.0)}
+    code = "```\n$ pip install -e path/to/SomeProject\n```"
+    lead_in = 'You can install local projects in "editable" mode:'
+    assert every[code].grade.probability < 0.3 < every[lead_in].grade.probability
+    strips = refine(query, [chunk], default, min_probability=0.3)
+    assert [(s.text, s.completes) for s in strips] == [(lead_in, False), (code, True)]  # for the lead-in, not its grade
+    answerer = Answerer(ThresholdPolicy(lower=0.25, upper=0.95), None, {chunk.chunk_id: (chunk, every[code].grade)},
+                        RunState(RAGConfig()))
+    draft = answerer.compose(query, strips, None, [])
+    assert code in draft.answer and "Rex" not in draft.answer

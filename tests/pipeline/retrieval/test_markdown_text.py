@@ -285,5 +285,7 @@ def test_myst_directives_and_roles_read_as_they_do_in_restructuredtext():
         "# Guide\n\nNote: Remember to save often.\n\n```python\nx = 1\n```\n\n"
         "Changed in version 3.6: Accepts paths.\n\nCustom title\n\nBody text.\n\n* see `the setup`\n\n"
         "Use `join` or `pathlib.Path`; `{x}` and {not a role} `y` stay.")
+    console = "```{pip-cli}\n$ pip install -e path/to/project\n```\n\n```{note}\n$5 is the price.\n```"
+    assert markdown_to_text(console)[1] == "```\n$ pip install -e path/to/project\n```\n\nNote: $5 is the price."
     plain = "```python\n{'a': 1}\n```\n\n```{.python}\nx\n```"  # a plain fence, and Pandoc's attribute syntax
     assert markdown_to_text(plain)[1] == plain

@@ -112,6 +112,8 @@ def test_text_the_parser_rejects_is_kept_and_unknown_directives_keep_their_words
                           ".. my-widget:: Widget title\n   :colour: blue\n\n   Widget body text.\n")
     assert "| x | y" in text  # a malformed table is an error in docutils: its text is kept as it was
     assert "Widget title\n\nWidget body text." in text and "colour" not in text
+    _, text = rst_to_text(".. pip-cli::\n\n   $ pip install -e path/to/project\n")
+    assert text == "```\n$ pip install -e path/to/project\n```"  # a console session is code whatever its directive
 
 
 def test_docutils_is_left_as_it_was_for_other_users():
