@@ -24,7 +24,7 @@ from typing import Any
 
 from models.deps import require
 from pipeline.retrieval.html_text import html_to_text
-from pipeline.retrieval.sphinx_names import CODE_DIRECTIVES, NAVIGATION_DIRECTIVES, is_console, labelled, role_title
+from pipeline.retrieval.sphinx_names import labelled, reading, role_title
 from pipeline.retrieval.strips import fence_for
 
 __all__ = ["markdown_to_text"]
@@ -110,7 +110,7 @@ class _Writer:
                     self._block(token.map, text.split("\n"))
                 i += 2
             elif kind == "fence" and (directive := MYST_DIRECTIVE.match(token.info.strip())):
-                lines = _myst_directive(directive.group(1).lower(), directive.group(2).strip(), token.content)
+                lines = _myst_directive(directive.group(1), directive.group(2).strip(), token.content)
                 if lines:
                     self._block(token.map, lines)
             elif kind in ("fence", "code_block"):  # indented code fenced like the rest, so that it reads as code
@@ -156,15 +156,16 @@ def _myst_directive(name: str, argument: str, content: str) -> list[str]:
     admonition labelled (:mod:`pipeline.retrieval.sphinx_names`). Options (``:key: value`` lines, or a ``---``
     block of YAML) are not content."""
     body = content.rstrip("\n").split("\n")
-    if body and body[0].strip() == "---" and "---" in (line.strip() for line in body[1:]):
-        body = body[[line.strip() for line in body].index("---", 1) + 1:]
+    stripped = [line.strip() for line in body]
+    if stripped[0] == "---" and "---" in stripped[1:]:
+        body = body[stripped.index("---", 1) + 1:]
     while body and MYST_OPTION.match(body[0]):
         body = body[1:]
-    kind = name.rsplit(":", 1)[-1]
-    if kind in NAVIGATION_DIRECTIVES:
+    kind, how, language = reading(name, argument, body)
+    if how == "skip":
         return []
-    if kind in CODE_DIRECTIVES or is_console(body):
-        opening, closing = fence_for(body, argument.split()[0] if argument and kind in CODE_DIRECTIVES else "")
+    if how == "code":
+        opening, closing = fence_for(body, language)
         return [opening, *body, closing] if any(line.strip() for line in body) else []
     text = "\n\n".join(part for part in (argument, markdown_to_text("\n".join(body))[1]) if part)
     return labelled(kind, text).split("\n") if text else []
@@ -179,7 +180,7 @@ def _inline(token: Any) -> str:
         if child.type in ("softbreak", "hardbreak"):
             parts.append("\n")
         elif child.type == "code_inline":
-            role = MYST_ROLE.search(parts[-1]) if parts and at and children[at - 1].type == "text" else None
+            role = MYST_ROLE.search(parts[-1]) if parts and children[at - 1].type == "text" else None
             if role:
                 parts[-1] = parts[-1][:role.start()]
             shown = role_title(child.content) if role else child.content

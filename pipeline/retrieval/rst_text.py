@@ -28,14 +28,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
-from pipeline.retrieval.sphinx_names import (
-    ADMONITIONS,
-    CODE_DIRECTIVES,
-    NAVIGATION_DIRECTIVES,
-    is_console,
-    labelled,
-    role_title,
-)
+from pipeline.retrieval.sphinx_names import ADMONITIONS, CODE_DIRECTIVES, labelled, reading, role_title
 from pipeline.retrieval.strips import fence_for
 
 __all__ = ["rst_to_text"]
@@ -104,12 +97,11 @@ def _generic() -> Any:
         has_content = True
 
         def run(self) -> list[Any]:
-            name = self.name.lower().rsplit(":", 1)[-1]
-            if name in NAVIGATION_DIRECTIVES:
+            name, how, language = reading(self.name, self.arguments[0] if self.arguments else "", self.content)
+            if how == "skip":
                 return []
-            if name in CODE_DIRECTIVES or is_console(list(self.content)):
+            if how == "code":
                 code = "\n".join(self.content)
-                language = self.arguments[0].split()[0] if self.arguments and name in CODE_DIRECTIVES else ""
                 return [nodes.literal_block(code, code, classes=[language] if language else [])] if code.strip() else []
             out: list[Any] = []
             if self.arguments:  # read inline like text: "3.6\nAccepts a :term:`path-like object`."

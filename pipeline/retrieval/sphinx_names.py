@@ -10,8 +10,9 @@ cross-reference reads as its title.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-__all__ = ["ADMONITIONS", "CODE_DIRECTIVES", "NAVIGATION_DIRECTIVES", "is_console", "labelled", "role_title"]
+__all__ = ["ADMONITIONS", "CODE_DIRECTIVES", "NAVIGATION_DIRECTIVES", "labelled", "reading", "role_title"]
 
 CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "code-cell", "doctest", "testcode", "testoutput",
                              "testsetup", "ipython", "jupyter-execute", "prompt", "console"})
@@ -28,11 +29,18 @@ ROLE_TITLE = re.compile(r"^(.*?)\s*<([^<>]*)>$", re.DOTALL)  # "title <target>"
 PROMPT = re.compile(r"^\s*(?:\$|>>>|\.\.\.|PS>|C:\\>|In \[\d*\]:)\s")  # shell, Python, PowerShell, IPython
 
 
-def is_console(lines: list[str]) -> bool:
-    """Whether a directive's content is a console session (its first line at a prompt: ``$ pip install ...``,
-    ``>>> x``), which is code to show as such whatever the directive is called (pip's ``{pip-cli}``)."""
-    first = next((line for line in lines if line.strip()), "")
-    return bool(PROMPT.match(first))
+def reading(name: str, argument: str, content: Sequence[str]) -> tuple[str, str, str]:
+    """How a directive is read, the same in rst and MyST: (its name without a domain, ``"skip"`` | ``"code"`` |
+    ``"text"``, the code's language). Navigation is skipped; a code directive, or any directive whose content is
+    a console session (its first line at a prompt: ``$ pip install ...``, ``>>> x``; pip's ``{pip-cli}``), is
+    code, in the language a code directive names; anything else is text."""
+    kind = name.lower().rsplit(":", 1)[-1]
+    if kind in NAVIGATION_DIRECTIVES:
+        return kind, "skip", ""
+    first = next((line for line in content if line.strip()), "")
+    if kind in CODE_DIRECTIVES or PROMPT.match(first):
+        return kind, "code", argument.split()[0] if argument and kind in CODE_DIRECTIVES else ""
+    return kind, "text", ""
 
 
 def labelled(name: str, text: str) -> str:
