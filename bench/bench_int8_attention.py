@@ -95,7 +95,8 @@ def heldout(sessions: dict, encoder, path: Path, per_domain: int) -> dict[str, d
         logits = {name: np.array([float(s.run(None, f)[0].ravel()[0]) for f in feeds]) for name, s in sessions.items()}
         labels = binary_labels(chosen)
         change = np.abs(logits["as loaded"] - logits["int8 attention"])
-        out[domain] = {"pairs": len(chosen), "mean_logit_diff": float(change.mean()), "max_logit_diff": float(change.max()),
+        out[domain] = {"pairs": len(chosen), "mean_logit_diff": float(change.mean()),
+                       "max_logit_diff": float(change.max()),
                        **{f"auroc {name}": float(roc_auc_score(labels, x)) for name, x in logits.items()}}
     return out
 
@@ -118,11 +119,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         sessions = {name: session(model) for name, model in variants(bundle.model_file("int8")[1], Path(work)).items()}
     rng = random.Random(0)
+    workloads = {name: feeds_of(encoder, [(QUERY, t) for t in texts(name, args.pairs, mixed, rng)])
+                 for name, mixed in (("256 tokens", False), ("mixed 40-250 tokens", True))}
     results: dict[str, object] = {
         "bundle": args.bundle, "threads": 1,
-        "workloads": {name: timed(sessions, feeds_of(encoder, [(QUERY, t) for t in texts(name, args.pairs, mixed, rng)]),
-                                  args.rounds)
-                      for name, mixed in (("256 tokens", False), ("mixed 40-250 tokens", True))}}
+        "workloads": {name: timed(sessions, feeds, args.rounds) for name, feeds in workloads.items()}}
     if args.heldout.is_file():
         results["heldout"] = heldout(sessions, encoder, args.heldout, args.per_domain)
     text = json.dumps(results, indent=2)
