@@ -111,12 +111,13 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     list item or sentence it announces), whatever that one's grade, within the budget (``Strip.completes``). A
     sentence that repeats an earlier one (same words, whatever the case
     and punctuation; chunks come in authority order) is neither graded nor kept twice; one whose grade is
-    withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept."""
+    withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept. A table's record
+    (``StoredChunk.is_record``) is one strip: a FAQ's question is no answer without the answer beside it."""
     strips: list[tuple[str, int, str]] = []
     sections: list[str | None] = []
     seen: set[tuple[str, ...]] = set()
     for chunk in chunks:
-        for sentence, section in strips_with_sections(chunk.text):
+        for sentence, section in [(chunk.text, None)] if chunk.is_record else strips_with_sections(chunk.text):
             words = tuple(re.findall(r"\w+", sentence.lower()))
             if words not in seen:
                 seen.add(words)

@@ -32,11 +32,12 @@ from pipeline.retrieval.strips import (
     heading_level,
     under_heading,
 )
+from pipeline.retrieval.table_text import RECORD_FORMATS, RECORD_SEPARATOR, csv_to_text, tsv_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx")
+SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -112,15 +113,21 @@ class StoredChunk:
                 "status": self.status, "effective_date": self.effective_date, "authority": self.authority,
                 "metadata": self.metadata}
 
+    @property
+    def is_record(self) -> bool:
+        """A row of a table file (indexed one record a chunk): graded and quoted whole, never cut into sentences."""
+        return self.metadata.get("format") in RECORD_FORMATS
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StoredChunk:
         return cls(**{**data, "allowed_roles": frozenset(data.get("allowed_roles") or ())})
 
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx) or
-    PowerPoint (.pptx) file. ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a
-    ConfigError, :func:`check_encoding`); without it such a file is an error."""
+    """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
+    PowerPoint (.pptx) or table (.csv, .tsv: one record per row) file. ``encoding``: the charset of text files
+    that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a file is an
+    error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -147,7 +154,7 @@ def _plain_text(raw: str) -> tuple[str, str]:
 
 
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
-                ".rst": rst_to_text, ".ipynb": notebook_to_text}
+                ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text}
 
 
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
@@ -234,9 +241,12 @@ def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
     (level 2 and deeper, outermost first, as many as fit in a quarter of a chunk): "## Configuration" is what
     makes its third chunk retrievable and gradable for a question about configuration. A fenced code block is
     one paragraph (blank lines inside it too); one longer than a chunk is cut between lines, each piece
-    fenced again."""
+    fenced again. A table's records (separated by ``RECORD_SEPARATOR``) are chunked one by one, never packed."""
     if max_chars < 100:
         raise ConfigError(f"max_chars must be >= 100, got {max_chars}")
+    if RECORD_SEPARATOR in text:
+        return [chunk for record in text.split(RECORD_SEPARATOR)
+                for chunk in chunk_text(record.strip(), max_chars=max_chars)]
     chunks: list[str] = []
     current: list[str] = []
     path: list[tuple[int, str]] = []  # the headings of level >= 2 the text is under: strips.under_heading

@@ -234,6 +234,31 @@ def test_refine_grades_and_keeps_a_repeated_sentence_once(grader):
         "Links expire in a day."])
 
 
+def test_a_table_record_is_graded_and_quoted_whole(grader, tmp_path):
+    from pipeline.corrective.correction import refine
+    from pipeline.retrieval.index import LocalHybridIndex
+    from pipeline.retrieval.ingest import ingest
+
+    text = ("question: How do I delete my account?\nanswer: Write to support from the address on the account. "
+            "Deletion takes 7 days.\ncategory: account")
+    record = make_chunk("faq", text, metadata={"format": "csv"})
+    question = "how can I get rid of my account"
+    strips = refine(question, [record], grader, min_probability=0.0)
+    assert [s.text for s in strips] == [text]
+    assert strips[0].grade.probability == grader.grade(question, [text])[0].probability  # the chunk's own grade
+    as_prose = refine(question, [make_chunk("faq", text)], grader, min_probability=0.0)
+    assert len(as_prose) > 1  # the same text from a prose file is cut into sentences
+
+    (tmp_path / "faq.csv").write_text(
+        "question,answer\nHow do I delete my account?,Write to support from the address on the account. "
+        "Deletion takes 7 days.\nDo you ship to Canada?,We ship to the US and the EU only.\n", encoding="utf-8")
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    ingest(index, [tmp_path / "faq.csv"], tenant=TENANT_A.tenant)
+    result = CorrectiveRAG(index, grader).run("How do I delete my account?", TENANT_A)
+    assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
+    assert "Deletion takes 7 days." in result.answer and "Canada" not in result.answer
+
+
 def test_refine_leaves_out_a_sentence_about_the_opposite_of_the_question(swap_grader):
     from pipeline.corrective.correction import refine
 
