@@ -225,7 +225,8 @@ def _with_completions(chosen: Sequence[Strip], strips: Sequence[Strip]) -> list[
 
 def _quoted(strips: Sequence[Strip]) -> str:
     """Strips in order, each followed by its chunk id; a code block or a table row on lines of its own, so that
-    code still renders as code and rows read as rows, not run into the sentences around them. A strip that
+    code still renders as code and rows read as rows, not run into the sentences around them, and a table's
+    record (``question: ... / answer: ...`` lines) as a paragraph of its own lines. A strip that
     opens a section of its chunk is led by the section's heading, which in API documentation is what names the
     thing described (``pub fn dedup(&mut self): Removes consecutive ...``)."""
     out = ""
@@ -235,6 +236,8 @@ def _quoted(strips: Sequence[Strip]) -> str:
         if FENCE.match(strip.text):
             out = out.rstrip(" ") + ("\n" if out else "") + (f"{lead.rstrip()}\n" if lead else "") + \
                 f"{strip.text}\n[{strip.chunk_id}]\n"
+        elif strip.record:
+            out = out.rstrip() + ("\n\n" if out else "") + f"{strip.text} [{strip.chunk_id}]\n\n"
         elif TABLE_ROW.search(strip.text):
             out = out.rstrip(" ") + ("\n" if out and not out.endswith("\n") else "") + \
                 f"{lead}{strip.text} [{strip.chunk_id}]\n"

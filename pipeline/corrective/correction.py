@@ -101,6 +101,7 @@ class Strip:
     grade: Grade
     section: str | None = None  # the heading of the chunk's section it sits in (level 2 or deeper), if any
     completes: bool = False  # kept because the strip before it announces it ("... in editable mode:"), not on its grade
+    record: bool = False  # a whole table record (``StoredChunk.is_record``), lines and all
 
 
 def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_budget: int = 300,
@@ -115,12 +116,15 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     (``StoredChunk.is_record``) is one strip: a FAQ's question is no answer without the answer beside it."""
     strips: list[tuple[str, int, str]] = []
     sections: list[str | None] = []
+    records: set[int] = set()
     seen: set[tuple[str, ...]] = set()
     for chunk in chunks:
         for sentence, section in [(chunk.text, None)] if chunk.is_record else strips_with_sections(chunk.text):
             words = tuple(re.findall(r"\w+", sentence.lower()))
             if words not in seen:
                 seen.add(words)
+                if chunk.is_record:
+                    records.add(len(strips))
                 strips.append((chunk.chunk_id, len(strips), sentence))
                 sections.append(section)
     if not strips:
@@ -151,7 +155,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
                 kept.append(follow)
                 completing.add(follow)
                 used += follow_cost
-    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i], sections[i], completes=i in completing)
+    return [Strip(strips[i][0], strips[i][1], strips[i][2], grades[i], sections[i], completes=i in completing,
+                  record=i in records)
             for i in sorted(kept)]
 
 

@@ -244,7 +244,7 @@ def test_a_table_record_is_graded_and_quoted_whole(grader, tmp_path):
     record = make_chunk("faq", text, metadata={"format": "csv"})
     question = "how can I get rid of my account"
     strips = refine(question, [record], grader, min_probability=0.0)
-    assert [s.text for s in strips] == [text]
+    assert [s.text for s in strips] == [text] and strips[0].record
     assert strips[0].grade.probability == grader.grade(question, [text])[0].probability  # the chunk's own grade
     as_prose = refine(question, [make_chunk("faq", text)], grader, min_probability=0.0)
     assert len(as_prose) > 1  # the same text from a prose file is cut into sentences
@@ -256,7 +256,10 @@ def test_a_table_record_is_graded_and_quoted_whole(grader, tmp_path):
     ingest(index, [tmp_path / "faq.csv"], tenant=TENANT_A.tenant)
     result = CorrectiveRAG(index, grader).run("How do I delete my account?", TENANT_A)
     assert result.outcome in (Outcome.ANSWER, Outcome.PARTIAL_ANSWER)
-    assert "Deletion takes 7 days." in result.answer and "Canada" not in result.answer
+    assert "Canada" not in result.answer
+    # quoted as it reads: its own lines, then its chunk id
+    assert result.answer.startswith("question: How do I delete my account?\nanswer: Write to support from the "
+                                    "address on the account. Deletion takes 7 days. [")
 
 
 def test_refine_leaves_out_a_sentence_about_the_opposite_of_the_question(swap_grader):
