@@ -33,11 +33,13 @@ from pipeline.retrieval.strips import (
     under_heading,
 )
 from pipeline.retrieval.table_text import RECORD_FORMATS, RECORD_SEPARATOR, csv_to_text, tsv_to_text
+from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv")
+SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv",
+             ".xlsx")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -125,9 +127,9 @@ class StoredChunk:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
-    PowerPoint (.pptx) or table (.csv, .tsv: one record per row) file. ``encoding``: the charset of text files
-    that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a file is an
-    error."""
+    PowerPoint (.pptx) or table (.csv, .tsv, Excel .xlsx: one record per row) file. ``encoding``: the charset of
+    text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a
+    file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -139,6 +141,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
         title, text = docx_to_text(path)
     elif suffix == ".pptx":
         title, text = pptx_to_text(path)
+    elif suffix == ".xlsx":
+        title, text = xlsx_to_text(path)
     else:
         raw = _decoded(path, encoding)
         try:

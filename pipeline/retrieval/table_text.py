@@ -20,13 +20,13 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from models.errors import DataError
 
-__all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "tsv_to_text"]
+__all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "records_text", "tsv_to_text"]
 
-RECORD_FORMATS = frozenset({"csv", "tsv"})  # chunks of these files (metadata "format") are records, whole
+RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx"})  # chunks of these files (metadata "format") are records, whole
 RECORD_SEPARATOR = "\x1e"  # ASCII RS: the end of one record, where a chunk must end
 SNIFF_CHARS = 64 * 1024
 SEPARATORS = ",;\t|"
@@ -58,17 +58,24 @@ def _dialect(raw: str) -> type[csv.Dialect]:
 def _records(raw: str, dialect: type[csv.Dialect] | csv.Dialect) -> str:
     reader = csv.reader(io.StringIO(raw, newline=""), dialect)
     try:
-        rows = [[cell.strip() for cell in row] for row in reader]
+        return records_text(reader)
     except csv.Error as exc:
         raise DataError(f"not a readable table at line {reader.line_num} ({exc}); check its quoting: a quote "
                         "that is never closed makes the rest of the file one cell") from exc
-    rows = [row for row in rows if any(row)]
-    if not rows:
+
+
+def records_text(rows: Iterable[Sequence[str]], lead: str = "") -> str:
+    """The records of a table's rows (the first non-empty one names the columns), separated by
+    ``RECORD_SEPARATOR``; ``lead`` opens every record (a workbook's ``sheet: Prices`` line). Cells are stripped;
+    empty rows and cells are left out."""
+    kept = [row for row in ([cell.strip() for cell in row] for row in rows) if any(row)]
+    if not kept:
         return ""
-    header, body = rows[0], rows[1:]
+    header, body = kept[0], kept[1:]
     names = [name or f"column {i + 1}" for i, name in enumerate(header)]
     skip = {0} if _counts_rows(header, body) else set()
-    return f"\n{RECORD_SEPARATOR}\n".join(record for record in (_record(names, row, skip) for row in body) if record)
+    records = (_record(names, row, skip) for row in body)
+    return f"\n{RECORD_SEPARATOR}\n".join(lead + record for record in records if record)
 
 
 def _counts_rows(header: list[str], body: list[list[str]]) -> bool:
