@@ -15,6 +15,7 @@ from typing import Any
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.docx_text import docx_to_text
+from pipeline.retrieval.email_text import eml_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
@@ -39,7 +40,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv",
-             ".xlsx")
+             ".xlsx", ".eml")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -127,9 +128,9 @@ class StoredChunk:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
-    PowerPoint (.pptx) or table (.csv, .tsv, Excel .xlsx: one record per row) file. ``encoding``: the charset of
-    text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a
-    file is an error."""
+    PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row) or e-mail (.eml) file. ``encoding``:
+    the charset of text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`);
+    without it such a file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -143,6 +144,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
         title, text = pptx_to_text(path)
     elif suffix == ".xlsx":
         title, text = xlsx_to_text(path)
+    elif suffix == ".eml":
+        title, text = eml_to_text(path)
     else:
         raw = _decoded(path, encoding)
         try:

@@ -1,0 +1,107 @@
+"""The readable text of an e-mail saved as a file (``.eml``, RFC 5322 / MIME), read with the standard library.
+
+Support threads, announcements and decisions live in mail. Read raw, an ``.eml`` file is mostly routing headers,
+MIME boundaries and base64. So the subject titles the document, a short header block says who wrote to whom and
+when (``From:``, ``To:``, ``Cc:``, ``Date:``), and the body follows: its plain-text part, or its HTML part read as
+HTML pages are (:mod:`pipeline.retrieval.html_text`) when there is no plain one, each in the charset it declares.
+What a reply quotes (``>`` lines and the "On ..., ... wrote:" line that introduces them) was said in an earlier
+message, and a signature (after the ``-- `` line, or ``--``) is no content: both are left out. Attachments are
+named, not read (index them as files of their own); a forwarded message attached whole is read after the body.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+from email.message import EmailMessage, Message, MIMEPart
+from pathlib import Path
+
+from models.errors import DataError
+from pipeline.retrieval.html_text import html_to_text
+
+__all__ = ["eml_to_text"]
+
+HEADERS = ("From", "To", "Cc", "Date")
+ATTRIBUTION = re.compile(r"^(?:On\s.+\bwrote:|-+\s*Original Message\s*-+)\s*$", re.IGNORECASE)
+SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (many clients drop the space)
+
+
+def eml_to_text(path: Path) -> tuple[str, str]:
+    """(subject, text) of the message in ``path``."""
+    data = path.read_bytes()
+    message = email.message_from_bytes(data, policy=email.policy.default)
+    if not any(message.get(name) for name in ("From", "Subject", "Date", "Message-ID")):
+        raise DataError(f"{path}: not an e-mail message (no From, Subject, Date or Message-ID header); "
+                        "an .eml file is one message as a mail program saves it")
+    return _message_text(message)
+
+
+def _message_text(message: EmailMessage) -> tuple[str, str]:
+    subject = _one_line(str(message.get("Subject") or ""))
+    header = [f"{name}: {_one_line(str(message.get(name)))}" for name in HEADERS if message.get(name)]
+    blocks = ["\n".join(header)] if header else []
+    body = _body(message)
+    if body:
+        blocks.append(body)
+    attached, forwarded = [], []
+    for part in message.iter_attachments():
+        inner = part.get_content() if part.get_content_type() == "message/rfc822" else None
+        if isinstance(inner, Message):
+            inner_subject, inner_text = _message_text(inner)  # type: ignore[arg-type]
+            forwarded.append(f"Forwarded message: {inner_subject}\n\n{inner_text}" if inner_subject else inner_text)
+        elif part.get_filename() is None and (part.get_content_maintype() == "text" or part.is_multipart()):
+            more = _body(part)  # an unnamed text part after the first is more of the message, not a file
+            if more:
+                blocks.append(more)
+        else:
+            attached.append(part.get_filename() or part.get_content_type())
+    if attached:
+        blocks.append("Attachments: " + ", ".join(attached))
+    return subject, "\n\n".join([*blocks, *forwarded])
+
+
+def _body(message: MIMEPart) -> str:
+    """The plain-text body (else the HTML one as text), quotes and signature left out."""
+    part = message.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return ""
+    text = _decoded(part)
+    if part.get_content_type() == "text/html":
+        text = html_to_text(text)[1]
+    return _without_quotes(text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+
+
+def _decoded(part: MIMEPart) -> str:
+    """A text part's content in its declared charset; an unknown or wrong charset read as UTF-8, bad bytes
+    replaced (mail in the wild mislabels its charset often)."""
+    try:
+        content = part.get_content()
+        return content if isinstance(content, str) else content.decode("utf-8", errors="replace")
+    except (LookupError, UnicodeDecodeError):
+        payload = part.get_payload(decode=True)
+        return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
+
+
+def _without_quotes(text: str) -> str:
+    """``text`` without quoted lines, the attribution line before them, and the signature."""
+    lines = text.split("\n")
+    signature = next((i for i, line in enumerate(lines) if line.rstrip() == SIGNATURE), None)
+    if signature is not None:
+        lines = lines[:signature]
+    kept: list[str] = []
+    for line in lines:
+        if line.lstrip().startswith(">"):
+            while kept and not kept[-1].strip():
+                kept.pop()
+            if kept and ATTRIBUTION.match(kept[-1].strip()):
+                kept.pop()
+            continue
+        if ATTRIBUTION.match(line.strip()) and "Original Message" in line:
+            break  # Outlook's quoted original follows unmarked: the rest is the earlier message
+        kept.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
+
+
+def _one_line(value: str) -> str:
+    return re.sub(r"\s+", " ", value).strip()

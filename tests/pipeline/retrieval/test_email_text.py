@@ -1,0 +1,89 @@
+"""An e-mail file (.eml) is read as its subject, who wrote to whom and when, and its own words."""
+
+from email.message import EmailMessage
+
+import pytest
+
+from models.errors import DataError
+from pipeline.retrieval.documents import chunk_text, read_document
+
+REPLY = """\
+Hi Bob,
+
+The refund window is 30 days from delivery; after that we offer store credit.
+
+On Mon, 4 Mar 2024 at 09:12, Bob <bob@example.com> wrote:
+> What is the refund window for damaged items?
+> Thanks
+
+Best,
+Alice
+--\x20
+Alice Smith | Support lead | +1 555 0100
+"""
+
+
+def message(**headers) -> EmailMessage:
+    out = EmailMessage()
+    for name, value in headers.items():
+        out[name.replace("_", "-")] = value
+    return out
+
+
+def test_a_reply_reads_as_its_headers_and_own_words(tmp_path):
+    mail = message(From="Alice <alice@example.com>", To="Bob <bob@example.com>", Cc="support@example.com",
+                   Date="Mon, 04 Mar 2024 10:00:00 +0000", Subject="Re: Refund window", Message_ID="<1@example.com>")
+    mail.set_content(REPLY)
+    mail.add_alternative("<p>Hi Bob, <b>HTML copy</b></p>", subtype="html")
+    mail.add_attachment(b"%PDF-1.4 policy", maintype="application", subtype="pdf", filename="refund-policy.pdf")
+    path = tmp_path / "reply.eml"
+    path.write_bytes(bytes(mail))
+    title, text = read_document(path)
+    assert title == "Re: Refund window"
+    assert text == ("From: Alice <alice@example.com>\nTo: Bob <bob@example.com>\nCc: support@example.com\n"
+                    "Date: Mon, 04 Mar 2024 10:00:00 +0000\n\n"
+                    "Hi Bob,\n\nThe refund window is 30 days from delivery; after that we offer store credit.\n\n"
+                    "Best,\nAlice\n\nAttachments: refund-policy.pdf")
+    for left_out in ("damaged items", "wrote:", "Support lead", "HTML copy", "%PDF", "Content-Type", "boundary"):
+        assert left_out not in text
+    assert len(chunk_text(text)) == 1
+
+
+def test_an_html_only_message_in_its_own_charset_is_read_as_a_page(tmp_path):
+    mail = message(From="news@example.com", Subject="Café hours")
+    mail.set_content("<html><head><style>p{}</style></head><body><h2>Opening hours</h2>"
+                     "<p>The café opens at 8:00.</p></body></html>", subtype="html", charset="iso-8859-1")
+    path = tmp_path / "news.eml"
+    path.write_bytes(bytes(mail))
+    assert b"caf\xe9" in path.read_bytes() or b"=E9" in path.read_bytes()  # not UTF-8 on disk
+    title, text = read_document(path)
+    assert title == "Café hours"
+    assert text == "From: news@example.com\n\n## Opening hours\n\nThe café opens at 8:00."
+
+
+def test_a_forwarded_message_is_read_after_the_body_and_outlook_quotes_are_cut(tmp_path):
+    original = message(From="carol@example.com", Subject="Outage report", Date="Sun, 03 Mar 2024 22:00:00 +0000")
+    original.set_content("The EU cluster was down from 21:10 to 21:40 UTC.")
+    mail = message(From="dave@example.com", Subject="Fwd: Outage report")
+    mail.set_content("See below.\n\n-----Original Message-----\nFrom: someone\nAn earlier message quoted whole.\n")
+    mail.add_attachment(original)
+    path = tmp_path / "fwd.eml"
+    path.write_bytes(bytes(mail))
+    _, text = read_document(path)
+    assert text == ("From: dave@example.com\n\nSee below.\n\nForwarded message: Outage report\n\n"
+                    "From: carol@example.com\nDate: Sun, 03 Mar 2024 22:00:00 +0000\n\n"
+                    "The EU cluster was down from 21:10 to 21:40 UTC.")
+
+
+def test_a_mislabelled_charset_does_not_stop_the_file(tmp_path):
+    path = tmp_path / "odd.eml"
+    path.write_bytes(b"From: x@example.com\nSubject: Odd\nContent-Type: text/plain; charset=x-unknown-8\n\n"
+                     b"Price: 5 \xe2\x82\xac, caf\xe9\n")
+    assert read_document(path) == ("Odd", "From: x@example.com\n\nPrice: 5 \u20ac, caf\ufffd")
+
+
+def test_a_file_that_is_not_a_message_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "notes.eml"
+    path.write_text("just some notes\nwithout any headers\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"notes\.eml: not an e-mail message"):
+        read_document(path)
