@@ -23,6 +23,7 @@ from pipeline.retrieval.html_text import html_to_text
 __all__ = ["eml_to_text"]
 
 HEADERS = ("From", "To", "Cc", "Date")
+MAIL_HEADERS = ("From", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type")  # one makes it a message
 ATTRIBUTION = re.compile(r"^(?:On\s.+\bwrote:|-+\s*Original Message\s*-+)\s*$", re.IGNORECASE)
 SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (many clients drop the space)
 
@@ -31,9 +32,9 @@ def eml_to_text(path: Path) -> tuple[str, str]:
     """(subject, text) of the message in ``path``."""
     data = path.read_bytes()
     message = email.message_from_bytes(data, policy=email.policy.default)
-    if not any(message.get(name) for name in ("From", "Subject", "Date", "Message-ID")):
-        raise DataError(f"{path}: not an e-mail message (no From, Subject, Date or Message-ID header); "
-                        "an .eml file is one message as a mail program saves it")
+    if not any(message.get(name) for name in MAIL_HEADERS):
+        raise DataError(f"{path}: not an e-mail message (none of the headers {', '.join(MAIL_HEADERS)}); an .eml "
+                        "file is one message as a mail program saves it")
     return _message_text(message)
 
 
