@@ -1,16 +1,18 @@
 """The readable text of a PowerPoint (.pptx) file, read with python-pptx (the ``pptx`` extra).
 
 Slides come in order, each opened by its title as a ``## `` heading ("## Q3 revenue"; "## Slide 4" for a slide
-without one; an empty untitled slide is left out), so that every chunk of a slide knows which slide it is from
-and strips are named by it. Then the text of the slide's other shapes in reading order (top to bottom, then left
-to right; grouped shapes read in their place): a body placeholder's paragraphs as list items indented by their
-outline level, a text box's as lines, a table as rows (``a | b``), a chart as its title and its series' values
-by category. The speaker notes follow the slide ("Notes: ..."), since presenters write there what a slide only
-hints at. Footers, slide numbers and dates are page furniture and are left out.
+without one; an empty untitled slide is left out), so that every chunk of a slide knows which slide it is from and
+strips are named by it. Then the text of the slide's other shapes in reading order (top to bottom, then left to
+right; grouped shapes read in their place): a body placeholder's paragraphs as list items indented by their outline
+level, a text box's as lines, a table as rows (``a | b``), a chart as its title and its series' values by category,
+a picture as its alt text ("Image: ..."; not a caption PowerPoint wrote itself, nor a file name). The speaker notes
+follow the slide ("Notes: ..."), since presenters write there what a slide only hints at. Footers, slide numbers and
+dates are page furniture and are left out.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,10 @@ __all__ = ["pptx_to_text"]
 FURNITURE = ("FOOTER", "SLIDE_NUMBER", "DATE")
 LISTED = ("BODY", "OBJECT")
 CHART_POINTS = 50  # placeholders whose paragraphs PowerPoint shows as an outline
+PICTURE = 13  # MSO_SHAPE_TYPE.PICTURE
+AUTOMATIC_ALT_TEXT = re.compile(r"(?:description|caption) (?:was )?automatically generated\W*$"  # PowerPoint's own
+                                r"|^[\w .-]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp)$",  # the file's name
+                                re.IGNORECASE)
 
 
 def pptx_to_text(path: Path) -> tuple[str, str]:
@@ -64,6 +70,8 @@ def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
         elif getattr(shape, "has_table", False):
             rows = [" | ".join(_one_line(cell.text) for cell in row.cells) for row in shape.table.rows]
             blocks.append("\n".join(row for row in rows if row.strip(" |")))
+        elif (described := _alt_text(shape)) is not None:
+            blocks.append(f"Image: {described}")
         elif getattr(shape, "has_text_frame", False):
             listed = _placeholder_kind(shape) in LISTED
             lines = [("  " * paragraph.level + "* " if listed else "") + _one_line(paragraph.text)
@@ -71,6 +79,17 @@ def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
             if lines:
                 blocks.append("\n".join(lines))
     return [b for b in blocks if b.strip()]
+
+
+def _alt_text(shape: Any) -> str | None:
+    """A picture's alt text (what its author says it shows); None for other shapes, for a picture without one,
+    and for what a program wrote there itself (PowerPoint's "... Description automatically generated", the image
+    file's name)."""
+    if getattr(shape, "shape_type", None) != PICTURE:
+        return None
+    found = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
+    text = _one_line(str(found[0])) if found else ""
+    return text if text and not AUTOMATIC_ALT_TEXT.search(text) else None
 
 
 def _chart_lines(chart: Any) -> str:

@@ -1,5 +1,8 @@
 """A PowerPoint file is read slide by slide: titles as headings, outlines as lists, tables as rows, notes kept."""
 
+import base64
+import io
+
 import pytest
 
 from models.errors import DataError
@@ -10,6 +13,8 @@ pptx = pytest.importorskip("pptx")
 from pptx.chart.data import CategoryChartData  # noqa: E402
 from pptx.enum.chart import XL_CHART_TYPE  # noqa: E402
 from pptx.util import Inches  # noqa: E402
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
 
 
 def deck(path):
@@ -46,6 +51,11 @@ def deck(path):
                                      data).chart
     chart.has_title = True
     chart.chart_title.text_frame.text = "Revenue by quarter"
+    for top, alt in ((6, "Map of the two sales regions"), (6.5, "A picture containing text. Description "
+                                                                  "automatically generated"), (7, None)):
+        picture = charted.shapes.add_picture(io.BytesIO(PNG), Inches(1), Inches(top))
+        if alt:
+            picture.element.xpath("./p:nvPicPr/p:cNvPr")[0].set("descr", alt)
     presentation.slides.add_slide(presentation.slide_layouts[6])  # empty and untitled: no section
     presentation.save(path)
 
@@ -60,7 +70,8 @@ def test_slides_are_read_in_order_with_their_titles_outlines_tables_and_notes(tm
                     "growth.\n\nSource: ledger export of 2 October.\n\n"
                     "Notes: Mention the one-off licence sale of 0.3 million.\n\n"
                     "## Slide 3\n\nRegion | Revenue\nNorth | 2.3 M\nSouth | 1.8 M\n\n"
-                    "Both regions met their targets.\n\n## Trend\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, Q3 4.1")
+                    "Both regions met their targets.\n\n## Trend\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, "
+                    "Q3 4.1\n\nImage: Map of the two sales regions")
 
 
 def test_a_strip_of_a_slide_is_named_by_the_slide(tmp_path):
