@@ -3,8 +3,9 @@
 Paragraphs and tables come in document order. Heading and Title styles are written as Markdown headings,
 so chunking keeps each section with its heading and sentence strips never quote one; list paragraphs
 keep the label Word shows them with (``- `` for a bullet, ``3. ``, ``2.1. ``, ``b) ``: see
-:mod:`pipeline.retrieval.docx_numbering`); a table row is one paragraph of its cells. Page headers and footers
-are not part of the body and are left out, like a web page's furniture.
+:mod:`pipeline.retrieval.docx_numbering`); a table row is one paragraph of its cells; a picture reads as its alt
+text ("Image: ...") after its paragraph, unless a program wrote it (:mod:`pipeline.retrieval.alt_text`). Page
+headers and footers are not part of the body and are left out, like a web page's furniture.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
+from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
 
 __all__ = ["docx_to_text"]
@@ -36,8 +38,10 @@ def docx_to_text(path: Path) -> tuple[str, str]:
     for block in document.iter_inner_content():
         if isinstance(block, docx.table.Table):
             paragraphs += _table_rows(block)
-        elif block.text.strip():
-            paragraphs.append(_paragraph(block, labels.label(block)))
+        else:
+            if block.text.strip():
+                paragraphs.append(_paragraph(block, labels.label(block)))
+            paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
@@ -59,6 +63,12 @@ def _paragraph(paragraph: Any, label: str | None) -> str:
     if style.lower() == "title":
         return "# " + " ".join(text.split())
     return (label or "") + text
+
+
+def _pictures(paragraph: Any) -> list[str]:
+    """The authored alt text of the pictures in a paragraph (inline or floating), in order."""
+    found = paragraph._p.xpath(".//wp:docPr/@descr")  # python-docx has no public API for a picture's alt text
+    return [alt for alt in map(authored, found) if alt]
 
 
 def _table_rows(table: Any) -> list[str]:

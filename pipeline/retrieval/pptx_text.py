@@ -12,12 +12,12 @@ dates are page furniture and are left out.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from models.deps import require
 from models.errors import DataError
+from pipeline.retrieval.alt_text import authored
 
 __all__ = ["pptx_to_text"]
 
@@ -25,9 +25,6 @@ FURNITURE = ("FOOTER", "SLIDE_NUMBER", "DATE")
 LISTED = ("BODY", "OBJECT")
 CHART_POINTS = 50  # placeholders whose paragraphs PowerPoint shows as an outline
 PICTURE = 13  # MSO_SHAPE_TYPE.PICTURE
-AUTOMATIC_ALT_TEXT = re.compile(r"(?:description|caption) (?:was )?automatically generated\W*$"  # PowerPoint's own
-                                r"|^[\w .-]+\.(?:png|jpe?g|gif|bmp|tiff?|svg|emf|wmf|webp)$",  # the file's name
-                                re.IGNORECASE)
 
 
 def pptx_to_text(path: Path) -> tuple[str, str]:
@@ -82,14 +79,11 @@ def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
 
 
 def _alt_text(shape: Any) -> str | None:
-    """A picture's alt text (what its author says it shows); None for other shapes, for a picture without one,
-    and for what a program wrote there itself (PowerPoint's "... Description automatically generated", the image
-    file's name)."""
+    """A picture's alt text as its author wrote it (:func:`pipeline.retrieval.alt_text.authored`); None for other
+    shapes."""
     if getattr(shape, "shape_type", None) != PICTURE:
         return None
-    found = shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")
-    text = _one_line(str(found[0])) if found else ""
-    return text if text and not AUTOMATIC_ALT_TEXT.search(text) else None
+    return authored(next(iter(shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")), None))
 
 
 def _chart_lines(chart: Any) -> str:

@@ -1,5 +1,7 @@
 """Word files are read in document order, headings as Markdown, page headers left out."""
 
+import io
+
 import docx
 import pytest
 
@@ -7,6 +9,7 @@ from models import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.ingest import collect_files
 from pipeline.retrieval.strips import sentence_strips
+from tests.pipeline.conftest import ONE_PIXEL_PNG
 
 
 def _handbook(path, title=""):
@@ -37,6 +40,20 @@ def test_a_word_file_reads_in_order_with_markdown_headings(tmp_path):
     assert "confidential" not in text  # the page header is not body text
     strips = [s for chunk in chunk_text(text) for s in sentence_strips(chunk)]
     assert strips[0] == "Refunds are accepted within thirty days."  # headings are never quoted
+
+
+def test_pictures_read_as_the_alt_text_their_author_wrote(tmp_path):
+    document = docx.Document()
+    document.add_paragraph("The returns desk is at the back of the store.")
+    for alt in ("Floor plan: the returns desk is left of the exit", "A picture containing indoor, floor. "
+                "Description automatically generated", None):
+        document.add_picture(io.BytesIO(ONE_PIXEL_PNG))  # python-docx names the picture by its file: "image.png"
+        if alt:
+            document.paragraphs[-1]._p.xpath(".//wp:docPr")[0].set("descr", alt)
+    path = tmp_path / "store.docx"
+    document.save(str(path))
+    assert read_document(path)[1] == ("The returns desk is at the back of the store.\n\n"
+                                      "Image: Floor plan: the returns desk is left of the exit")
 
 
 def test_numbered_list_paragraphs_keep_their_numbers(tmp_path):

@@ -1,6 +1,5 @@
 """A PowerPoint file is read slide by slide: titles as headings, outlines as lists, tables as rows, notes kept."""
 
-import base64
 import io
 
 import pytest
@@ -8,13 +7,12 @@ import pytest
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.strips import strips_with_sections
+from tests.pipeline.conftest import ONE_PIXEL_PNG
 
 pptx = pytest.importorskip("pptx")
 from pptx.chart.data import CategoryChartData  # noqa: E402
 from pptx.enum.chart import XL_CHART_TYPE  # noqa: E402
 from pptx.util import Inches  # noqa: E402
-
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
 
 
 def deck(path):
@@ -53,7 +51,7 @@ def deck(path):
     chart.chart_title.text_frame.text = "Revenue by quarter"
     for top, alt in ((6, "Map of the two sales regions"), (6.5, "A picture containing text. Description "
                                                                   "automatically generated"), (7, None)):
-        picture = charted.shapes.add_picture(io.BytesIO(PNG), Inches(1), Inches(top))
+        picture = charted.shapes.add_picture(io.BytesIO(ONE_PIXEL_PNG), Inches(1), Inches(top))
         if alt:
             picture.element.xpath("./p:nvPicPr/p:cNvPr")[0].set("descr", alt)
     presentation.slides.add_slide(presentation.slide_layouts[6])  # empty and untitled: no section
