@@ -13,7 +13,6 @@ Run: python bench/bench_int8_attention.py [--rounds 5] [--per-domain 150] [--hel
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import random
 import statistics
@@ -28,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_load_rewrites import QUERY, texts  # noqa: E402
+from bench.output import emit  # noqa: E402
 
 
 def variants(model: Path, work: Path) -> dict[str, bytes]:
@@ -126,10 +126,7 @@ def main() -> None:
         "workloads": {name: timed(sessions, feeds, args.rounds) for name, feeds in workloads.items()}}
     if args.heldout.is_file():
         results["heldout"] = heldout(sessions, encoder, args.heldout, args.per_domain)
-    text = json.dumps(results, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    sys.stdout.write(text + "\n")
+    emit(results, args.json)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Run: python bench/bench_load_rewrites.py [--bundle default fast] [--chunks 20] [
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -28,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_quantization import cpu_flags  # noqa: E402
+from bench.output import emit  # noqa: E402
 
 QUERY = "what does the grader return for a retrieved passage?"
 PASSAGE = ("The grader reads the query and the retrieved passage together and returns a calibrated probability "
@@ -106,10 +106,7 @@ def main() -> None:
                                  "p95_ms": round(sorted(v)[max(0, round(0.95 * len(v)) - 1)], 1),
                                  "speed-up_p50": round(base / statistics.median(v), 2)} for how, v in times.items()}
         results[bundle] = entry
-    text = json.dumps(results, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    sys.stdout.write(text + "\n")
+    emit(results, args.json)
 
 
 if __name__ == "__main__":

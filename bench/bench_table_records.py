@@ -32,6 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.output import emit  # noqa: E402
+
 FORMS = {
     "named values (question: / answer:)": lambda q, a: f"question: {q}\nanswer: {a}",
     "values alone (question, then answer)": lambda q, a: f"{q}\n{a}",
@@ -120,10 +122,7 @@ def main() -> None:
                              "decided_relevant_share_of_relevant": float((p[labels == 1] >= 0.5).mean())}
         by_form[PACKED]["entries_per_chunk"] = float(np.mean([t.count("\n\nquestion: ") + 1 for t in texts[PACKED]]))
         results["sets"][name] = {"pairs": len(pairs), "relevant": int(labels.sum()), "forms": by_form}  # type: ignore[index]
-    text = json.dumps(results, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    sys.stdout.write(text + "\n")
+    emit(results, args.json)
 
 
 if __name__ == "__main__":

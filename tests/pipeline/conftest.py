@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -31,6 +32,18 @@ class HashEmbedder:
 # a picture for Office files
 ONE_PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
+
+
+def assert_needs_extra(path, module: str, extra: str, monkeypatch) -> None:
+    """Read without ``module`` installed, ``path`` is a MissingDependencyError naming ``extra``: one file's problem,
+    which `crag index add --skip-errors` passes over."""
+    from models import MissingDependencyError
+    from pipeline.retrieval.documents import read_document
+
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    with pytest.raises(MissingDependencyError, match=rf"crag-grader\[{extra}\]") as caught:
+        read_document(path)
+    assert caught.value.extra == extra
 
 
 def make_chunk(cid, text, tenant="a", roles=(), **kw):
