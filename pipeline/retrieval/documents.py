@@ -17,6 +17,7 @@ from models.errors import ConfigError, DataError
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
@@ -40,7 +41,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv",
-             ".xlsx", ".eml")
+             ".xlsx", ".json", ".jsonl", ".eml")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -128,7 +129,8 @@ class StoredChunk:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
-    PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row) or e-mail (.eml) file. ``encoding``:
+    PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data (.json, .jsonl: one record
+    per object) or e-mail (.eml) file. ``encoding``:
     the charset of text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`);
     without it such a file is an error."""
     check_encoding(encoding)
@@ -161,7 +163,8 @@ def _plain_text(raw: str) -> tuple[str, str]:
 
 
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
-                ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text}
+                ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text,
+                ".json": json_to_text, ".jsonl": jsonl_to_text}
 
 
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)

@@ -24,9 +24,11 @@ from collections.abc import Iterable, Sequence
 
 from models.errors import DataError
 
-__all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "records_text", "tsv_to_text"]
+__all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "join_records", "record_lines", "records_text",
+           "tsv_to_text"]
 
-RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx"})  # chunks of these files (metadata "format") are records, whole
+# the files whose chunks (metadata "format") are records, each read whole
+RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx", "json", "jsonl"})
 RECORD_SEPARATOR = "\x1e"  # ASCII RS: the end of one record, where a chunk must end
 SNIFF_CHARS = 64 * 1024
 SEPARATORS = ",;\t|"
@@ -74,8 +76,17 @@ def records_text(rows: Iterable[Sequence[str]], lead: str = "") -> str:
     header, body = kept[0], kept[1:]
     names = [name or f"column {i + 1}" for i, name in enumerate(header)]
     skip = {0} if _counts_rows(header, body) else set()
-    records = (_record(names, row, skip) for row in body)
-    return f"\n{RECORD_SEPARATOR}\n".join(lead + record for record in records if record)
+    return join_records(lead + record for record in (_record(names, row, skip) for row in body) if record)
+
+
+def join_records(records: Iterable[str]) -> str:
+    """Records (empty ones left out) as one text, ``RECORD_SEPARATOR`` between them."""
+    return f"\n{RECORD_SEPARATOR}\n".join(record for record in records if record)
+
+
+def record_lines(fields: Iterable[tuple[str, str]]) -> str:
+    """A record's ``name: value`` lines, empty values left out and blank lines inside a value dropped."""
+    return "\n".join(f"{name}: {BLANK_LINES.sub(chr(10), value)}" for name, value in fields if value)
 
 
 def _counts_rows(header: list[str], body: list[list[str]]) -> bool:
@@ -87,9 +98,5 @@ def _counts_rows(header: list[str], body: list[list[str]]) -> bool:
 
 
 def _record(names: list[str], row: list[str], skip: Iterable[int]) -> str:
-    lines = []
-    for i, value in enumerate(row):
-        if value and i not in skip:
-            name = names[i] if i < len(names) else f"column {i + 1}"
-            lines.append(f"{name}: {BLANK_LINES.sub(chr(10), value)}")
-    return "\n".join(lines)
+    return record_lines((names[i] if i < len(names) else f"column {i + 1}", value)
+                        for i, value in enumerate(row) if i not in skip)

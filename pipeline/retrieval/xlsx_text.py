@@ -18,7 +18,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
-from pipeline.retrieval.table_text import RECORD_SEPARATOR, records_text
+from pipeline.retrieval.table_text import join_records, records_text
 
 __all__ = ["cell_text", "xlsx_to_text"]
 
@@ -34,18 +34,14 @@ def xlsx_to_text(path: Path) -> tuple[str, str]:
     try:
         sheets = [sheet for sheet in workbook.worksheets if getattr(sheet, "sheet_state", "visible") == "visible"
                   and hasattr(sheet, "iter_rows")]  # chart sheets have no cells
-        parts = []
-        for sheet in sheets:
-            lead = f"sheet: {sheet.title}\n" if len(sheets) > 1 else ""
-            part = records_text(_rows(sheet), lead)
-            if part:
-                parts.append(part)
+        lead = (lambda sheet: f"sheet: {sheet.title}\n") if len(sheets) > 1 else (lambda sheet: "")
+        text = join_records(records_text(_rows(sheet), lead(sheet)) for sheet in sheets)
         title = str(workbook.properties.title or "").strip()
     except Exception as exc:
         raise DataError(f"{path}: a sheet of this workbook cannot be read ({type(exc).__name__}: {exc})") from exc
     finally:
         workbook.close()
-    return title, f"\n{RECORD_SEPARATOR}\n".join(parts)
+    return title, text
 
 
 def _rows(sheet: Any) -> Iterator[list[str]]:
