@@ -120,11 +120,16 @@ class StoredChunk:
     @property
     def is_record(self) -> bool:
         """A row of a table file (indexed one record a chunk): graded and quoted whole, never cut into sentences."""
-        return self.metadata.get("format") in RECORD_FORMATS
+        return is_record_metadata(self.metadata)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StoredChunk:
         return cls(**{**data, "allowed_roles": frozenset(data.get("allowed_roles") or ())})
+
+
+def is_record_metadata(metadata: dict[str, Any]) -> bool:
+    """Whether a chunk with this metadata is a table's record (its file's format is one of ``RECORD_FORMATS``)."""
+    return metadata.get("format") in RECORD_FORMATS
 
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:

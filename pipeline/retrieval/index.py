@@ -213,7 +213,8 @@ class LocalHybridIndex:
             vectors.update(zip(((c.tenant, c.chunk_id) for c in to_embed), self._embed([c.text for c in to_embed]),
                                strict=True))
         with_strips = self.strip_vectors or strip_store.enabled(self._meta(conn))
-        strip_vectors = strip_store.embed_strips((c.text for c in to_embed), {}, self._embed) if with_strips else {}
+        strip_vectors = strip_store.embed_strips((c.text for c in to_embed if not c.is_record), {}, self._embed) \
+            if with_strips else {}  # a record is refined whole: its chunk vector is its only strip vector
         updated = 0
         removed = 0
         embedded = {(c.tenant, c.chunk_id) for c in to_embed}
@@ -221,11 +222,12 @@ class LocalHybridIndex:
             self._claim_embedder(conn, vectors)
             for chunk in changed:
                 key = (chunk.tenant, chunk.chunk_id)
-                if with_strips and key not in embedded:  # same text: its strips keep their vectors
+                with_own_strips = with_strips and not chunk.is_record
+                if with_own_strips and key not in embedded:  # same text: its strips keep their vectors
                     strip_vectors.update(strip_store.existing_strip_vectors(conn, *key))
                 updated += self._delete_where(conn, "tenant = ? AND chunk_id = ?", key)
                 rowid = self._insert(conn, chunk, vectors[key])
-                if with_strips:  # (embeds only what neither this write nor the old row had)
+                if with_own_strips:  # (embeds only what neither this write nor the old row had)
                     strip_store.store(conn, rowid, chunk.text,
                                       strip_store.embed_strips([chunk.text], strip_vectors, self._embed))
             if replace_documents:

@@ -4,17 +4,20 @@ With it, the corrective loop's refinement reads each strip's bi-encoder vector f
 embedding every sentence of every kept chunk at question time (a fused grader needs the cosine of each
 strip it grades). It costs one float32 vector per sentence on disk (about 1.5 KB each, roughly 4-8 times
 the chunk vectors) and embedding time at indexing, so an index has it only when asked for
-(``crag index add --strip-vectors``); once on, every later write keeps it up to date.
+(``crag index add --strip-vectors``); once on, every later write keeps it up to date. A table's record has no
+strips of its own: refinement reads it whole, by the chunk's own vector.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from grader.bounded_cache import content_key
+from pipeline.retrieval.documents import is_record_metadata
 from pipeline.retrieval.strips import sentence_strips
 
 __all__ = ["META_KEY", "backfill", "embed_strips", "enabled", "existing_strip_vectors", "missing_strips", "share",
@@ -62,9 +65,11 @@ def store(conn: Any, rowid: int, text: str, vectors: dict[bytes, np.ndarray]) ->
 
 
 def backfill(conn: Any, embed: Embed) -> int:
-    """Vectors for the strips of every stored chunk that has none yet; returns how many chunks were filled."""
-    rows = conn.execute("SELECT rowid, text FROM chunks WHERE rowid NOT IN "
-                        "(SELECT DISTINCT chunk FROM strip_vectors)").fetchall()
+    """Vectors for the strips of every stored chunk that has none yet (a table's record has none of its own: it is
+    refined whole); returns how many chunks were filled."""
+    rows = [(rowid, text) for rowid, text, metadata in conn.execute(
+        "SELECT rowid, text, metadata FROM chunks WHERE rowid NOT IN (SELECT DISTINCT chunk FROM strip_vectors)")
+        if not is_record_metadata(json.loads(metadata or "{}"))]
     vectors = embed_strips((text for _, text in rows), {}, embed)
     for rowid, text in rows:
         store(conn, rowid, text, vectors)

@@ -132,3 +132,16 @@ def test_each_strip_knows_the_section_heading_it_sits_under():
         ("```rust\nlet mut v = vec![1, 1];\nv.dedup();\n```", "pub fn dedup(&mut self)"),
         ("More text goes here.", "Other")]
     assert [s for s, _ in strips_with_sections(text)] == sentence_strips(text)
+
+
+def test_a_table_record_stores_no_strip_vectors_of_its_own(tmp_path, embedder):
+    record = make_chunk("faq-1", "question: What is the refund window?\nanswer: 30 days. Ask support.",
+                        metadata={"format": "csv"})
+    written = LocalHybridIndex(tmp_path / "idx", embedder=embedder, strip_vectors=True)
+    written.write([*DOCS, record])
+    expected = {content_key(s) for d in DOCS for s in sentence_strips(d.text)}
+    assert set(_stored(written)) == expected  # the record is refined whole, by its chunk vector
+    plain = LocalHybridIndex(tmp_path / "later", embedder=embedder)
+    plain.write([*DOCS, record])
+    LocalHybridIndex(tmp_path / "later", embedder=embedder, strip_vectors=True).write([*DOCS, record])
+    assert set(_stored(plain)) == expected  # filled in later: the same
