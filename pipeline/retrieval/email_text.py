@@ -1,12 +1,14 @@
 """The readable text of an e-mail saved as a file (``.eml``, RFC 5322 / MIME), read with the standard library.
 
 Support threads, announcements and decisions live in mail. Read raw, an ``.eml`` file is mostly routing headers,
-MIME boundaries and base64. So the subject titles the document, a short header block says who wrote to whom and
-when (``From:``, ``To:``, ``Cc:``, ``Date:``), and the body follows: its plain-text part, or its HTML part read as
-HTML pages are (:mod:`pipeline.retrieval.html_text`) when there is no plain one, each in the charset it declares.
-What a reply quotes (``>`` lines and the "On ..., ... wrote:" line that introduces them) was said in an earlier
-message, and a signature (after the ``-- `` line, or ``--``) is no content: both are left out. Attachments are
-named, not read (index them as files of their own); a forwarded message attached whole is read after the body.
+MIME boundaries and base64. So the subject titles the document, a heading says who wrote to whom and when (``## From
+Alice <a@example.com> to Bob <b@example.com> on Mon, 04 Mar 2024 10:00:00 +0000``: the section every sentence of the
+message sits in, which an answer quoting one names, and never quoted as an answer itself), and the body follows: its
+plain-text part, or its HTML part read as HTML pages are (:mod:`pipeline.retrieval.html_text`) when there is no
+plain one, each in the charset it declares. What a reply quotes (``>`` lines and the "On ..., ... wrote:" line that
+introduces them) was said in an earlier message, and a signature (after the ``-- `` line, or ``--``) is no content:
+both are left out. Attachments are named, not read (index them as files of their own); a forwarded message attached
+whole is read after the body.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pipeline.retrieval.html_text import html_to_text
 __all__ = ["eml_to_text"]
 
 HEADERS = ("From", "To", "Cc", "Date")
+HEADER_WORDS = (("From", "From"), ("To", "to"), ("Cc", "cc"), ("Date", "on"))
 MAIL_HEADERS = ("From", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type")  # one makes it a message
 ATTRIBUTION = re.compile(r"^(?:On\s.+\bwrote:|-+\s*Original Message\s*-+)\s*$", re.IGNORECASE)
 SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (many clients drop the space)
@@ -40,8 +43,9 @@ def eml_to_text(path: Path) -> tuple[str, str]:
 
 def _message_text(message: EmailMessage) -> tuple[str, str]:
     subject = _one_line(str(message.get("Subject") or ""))
-    header = [f"{name}: {_one_line(str(message.get(name)))}" for name in HEADERS if message.get(name)]
-    blocks = ["\n".join(header)] if header else []
+    said = {name: _one_line(str(message.get(name))) for name in HEADERS if message.get(name)}
+    header = ", ".join(f"{word} {said[name]}" for name, word in HEADER_WORDS if name in said)
+    blocks = [f"## {header}"] if header else []
     body = _body(message)
     if body:
         blocks.append(body)

@@ -6,6 +6,7 @@ import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.strips import strips_with_sections
 
 REPLY = """\
 Hi Bob,
@@ -40,13 +41,18 @@ def test_a_reply_reads_as_its_headers_and_own_words(tmp_path):
     path.write_bytes(bytes(mail))
     title, text = read_document(path)
     assert title == "Re: Refund window"
-    assert text == ("From: Alice <alice@example.com>\nTo: Bob <bob@example.com>\nCc: support@example.com\n"
-                    "Date: Mon, 04 Mar 2024 10:00:00 +0000\n\n"
+    assert text == ("## From Alice <alice@example.com>, to Bob <bob@example.com>, cc support@example.com, "
+                    "on Mon, 04 Mar 2024 10:00:00 +0000\n\n"
                     "Hi Bob,\n\nThe refund window is 30 days from delivery; after that we offer store credit.\n\n"
                     "Best,\nAlice\n\nAttachments: refund-policy.pdf")
     for left_out in ("damaged items", "wrote:", "Support lead", "HTML copy", "%PDF", "Content-Type", "boundary"):
         assert left_out not in text
     assert len(chunk_text(text)) == 1
+    # who wrote it, and when, is the section each sentence sits in, never a sentence to quote
+    assert strips_with_sections(text)[0] == (
+        "The refund window is 30 days from delivery; after that we offer store credit.",
+        "From Alice <alice@example.com>, to Bob <bob@example.com>, cc support@example.com, on Mon, 04 Mar 2024 "
+        "10:00:00 +0000")
 
 
 def test_an_html_only_message_in_its_own_charset_is_read_as_a_page(tmp_path):
@@ -58,7 +64,7 @@ def test_an_html_only_message_in_its_own_charset_is_read_as_a_page(tmp_path):
     assert b"caf\xe9" in path.read_bytes() or b"=E9" in path.read_bytes()  # not UTF-8 on disk
     title, text = read_document(path)
     assert title == "Café hours"
-    assert text == "From: news@example.com\n\n## Opening hours\n\nThe café opens at 8:00."
+    assert text == "## From news@example.com\n\n## Opening hours\n\nThe café opens at 8:00."
 
 
 def test_a_forwarded_message_is_read_after_the_body_and_outlook_quotes_are_cut(tmp_path):
@@ -70,8 +76,8 @@ def test_a_forwarded_message_is_read_after_the_body_and_outlook_quotes_are_cut(t
     path = tmp_path / "fwd.eml"
     path.write_bytes(bytes(mail))
     _, text = read_document(path)
-    assert text == ("From: dave@example.com\n\nSee below.\n\nForwarded message: Outage report\n\n"
-                    "From: carol@example.com\nDate: Sun, 03 Mar 2024 22:00:00 +0000\n\n"
+    assert text == ("## From dave@example.com\n\nSee below.\n\nForwarded message: Outage report\n\n"
+                    "## From carol@example.com, on Sun, 03 Mar 2024 22:00:00 +0000\n\n"
                     "The EU cluster was down from 21:10 to 21:40 UTC.")
 
 
@@ -79,7 +85,7 @@ def test_a_mislabelled_charset_does_not_stop_the_file(tmp_path):
     path = tmp_path / "odd.eml"
     path.write_bytes(b"From: x@example.com\nSubject: Odd\nContent-Type: text/plain; charset=x-unknown-8\n\n"
                      b"Price: 5 \xe2\x82\xac, caf\xe9\n")
-    assert read_document(path) == ("Odd", "From: x@example.com\n\nPrice: 5 \u20ac, caf\ufffd")
+    assert read_document(path) == ("Odd", "## From x@example.com\n\nPrice: 5 \u20ac, caf\ufffd")
 
 
 def test_a_file_that_is_not_a_message_is_an_error_naming_it(tmp_path):
