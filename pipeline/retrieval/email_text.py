@@ -89,7 +89,8 @@ def _decoded(part: MIMEPart) -> str:
 
 
 def _without_quotes(text: str) -> str:
-    """``text`` without quoted lines, the attribution line before them, and the signature."""
+    """``text`` without quoted lines, the attribution line before them (or the two a mail program wrapped it
+into), and the signature."""
     lines = text.split("\n")
     signature = next((i for i, line in enumerate(lines) if line.rstrip() == SIGNATURE), None)
     if signature is not None:
@@ -101,6 +102,8 @@ def _without_quotes(text: str) -> str:
                 kept.pop()
             if kept and ATTRIBUTION.match(kept[-1].strip()):
                 kept.pop()
+            elif len(kept) > 1 and ATTRIBUTION.match(f"{kept[-2].strip()} {kept[-1].strip()}"):
+                del kept[-2:]
             continue
         if ATTRIBUTION.match(line.strip()) and "Original Message" in line:
             break  # Outlook's quoted original follows unmarked: the rest is the earlier message

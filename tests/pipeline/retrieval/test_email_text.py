@@ -81,6 +81,15 @@ def test_a_forwarded_message_is_read_after_the_body_and_outlook_quotes_are_cut(t
                     "The EU cluster was down from 21:10 to 21:40 UTC.")
 
 
+def test_an_attribution_wrapped_over_two_lines_goes_with_its_quote(tmp_path):
+    mail = message(From="bob@example.com", Subject="Re: hours")
+    mail.set_content("Yes, until 6 pm.\n\nOn Mon, 4 Mar 2024 at 09:12, Alice Smith\n<alice@example.com> wrote:\n"
+                     "> Are you open late on Fridays?\n")
+    path = tmp_path / "wrapped.eml"
+    path.write_bytes(bytes(mail))
+    assert read_document(path)[1] == "## From bob@example.com\n\nYes, until 6 pm."
+
+
 def test_a_mislabelled_charset_does_not_stop_the_file(tmp_path):
     path = tmp_path / "odd.eml"
     path.write_bytes(b"From: x@example.com\nSubject: Odd\nContent-Type: text/plain; charset=x-unknown-8\n\n"
