@@ -38,7 +38,7 @@ from pipeline.retrieval.table_text import RECORD_FORMATS, RECORD_SEPARATOR, csv_
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
-           "chunk_text", "read_document", "reveals_access_denied", "term_coverage"]
+           "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv",
              ".xlsx", ".json", ".jsonl", ".eml")
@@ -135,9 +135,8 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
     PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data (.json, .jsonl: one record
-    per object) or e-mail (.eml) file. ``encoding``:
-    the charset of text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`);
-    without it such a file is an error."""
+    per object) or e-mail (.eml) file. ``encoding``: the charset of text files that are not UTF-8 (an unknown
+    name is a ConfigError, :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
