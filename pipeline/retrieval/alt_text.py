@@ -15,5 +15,5 @@ def authored(alt: object) -> str | None:
     """``alt`` on one line, or None when it is empty or was written by a program: Office's "... Description
     automatically generated" captions, or the image file's name (what python-docx, python-pptx and older Office
     versions write)."""
-    text = " ".join(str(alt or "").replace("\v", " ").split())
+    text = " ".join(str(alt or "").split())  # PowerPoint's line breaks (\v) are whitespace too
     return text if text and not WRITTEN_BY_A_PROGRAM.search(text) else None

@@ -2,7 +2,7 @@
 
 Support threads, announcements and decisions live in mail. Read raw, an ``.eml`` file is mostly routing headers,
 MIME boundaries and base64. So the subject titles the document, a heading says who wrote to whom and when (``## From
-Alice <a@example.com> to Bob <b@example.com> on Mon, 04 Mar 2024 10:00:00 +0000``: the section every sentence of the
+Alice <a@example.com>, to Bob <b@example.com>, on Mon, 04 Mar 2024 10:00:00 +0000``: the section every sentence of the
 message sits in, which an answer quoting one names, and never quoted as an answer itself), and the body follows: its
 plain-text part, or its HTML part read as HTML pages are (:mod:`pipeline.retrieval.html_text`) when there is no
 plain one, each in the charset it declares. What a reply quotes (``>`` lines and the "On ..., ... wrote:" line that
@@ -24,8 +24,7 @@ from pipeline.retrieval.html_text import html_to_text
 
 __all__ = ["eml_to_text"]
 
-HEADERS = ("From", "To", "Cc", "Date")
-HEADER_WORDS = (("From", "From"), ("To", "to"), ("Cc", "cc"), ("Date", "on"))
+HEADER_WORDS = (("From", "From"), ("To", "to"), ("Cc", "cc"), ("Date", "on"))  # the heading: "From a, to b, on d"
 MAIL_HEADERS = ("From", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type")  # one makes it a message
 ATTRIBUTION = re.compile(r"^(?:On\s.+\bwrote:|-+\s*Original Message\s*-+)\s*$", re.IGNORECASE)
 SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (many clients drop the space)
@@ -43,8 +42,8 @@ def eml_to_text(path: Path) -> tuple[str, str]:
 
 def _message_text(message: EmailMessage) -> tuple[str, str]:
     subject = _one_line(str(message.get("Subject") or ""))
-    said = {name: _one_line(str(message.get(name))) for name in HEADERS if message.get(name)}
-    header = ", ".join(f"{word} {said[name]}" for name, word in HEADER_WORDS if name in said)
+    header = ", ".join(f"{word} {_one_line(str(message.get(name)))}" for name, word in HEADER_WORDS
+                       if message.get(name))
     blocks = [f"## {header}"] if header else []
     body = _body(message)
     if body:
@@ -90,7 +89,7 @@ def _decoded(part: MIMEPart) -> str:
 
 def _without_quotes(text: str) -> str:
     """``text`` without quoted lines, the attribution line before them (or the two a mail program wrapped it
-into), and the signature."""
+    into), and the signature."""
     lines = text.split("\n")
     signature = next((i for i, line in enumerate(lines) if line.rstrip() == SIGNATURE), None)
     if signature is not None:

@@ -54,8 +54,8 @@ def json_to_text(raw: str) -> tuple[str, str]:
         return "", ""  # configuration, not records
     rest = {key: v for key, v in value.items() if key not in tables}
     records = [_record(rest)] if rest else []
-    for key, items in tables.items():
-        records += [_record(item, lead=f"{key}: ") if not isinstance(item, dict) else _record(item) for item in items]
+    for items in tables.values():
+        records += [_record(item) for item in items]
     return "", join_records(records)
 
 
@@ -64,11 +64,8 @@ def _objects(value: object) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(item, dict) for item in value)
 
 
-def _record(value: object, lead: str = "") -> str:
-    if isinstance(value, dict):
-        return record_lines(_lines(value, ""))
-    text = _plain(value)
-    return f"{lead}{text}" if text else ""
+def _record(value: object) -> str:
+    return record_lines(_lines(value, "")) if isinstance(value, dict) else _plain(value)
 
 
 def _lines(value: dict[str, Any], prefix: str) -> Iterator[tuple[str, str]]:

@@ -34,8 +34,9 @@ def xlsx_to_text(path: Path) -> tuple[str, str]:
     try:
         sheets = [sheet for sheet in workbook.worksheets if getattr(sheet, "sheet_state", "visible") == "visible"
                   and hasattr(sheet, "iter_rows")]  # chart sheets have no cells
-        lead = (lambda sheet: f"sheet: {sheet.title}\n") if len(sheets) > 1 else (lambda sheet: "")
-        text = join_records(records_text(_rows(sheet), lead(sheet)) for sheet in sheets)
+        several = len(sheets) > 1
+        text = join_records(records_text(_rows(sheet), f"sheet: {sheet.title}\n" if several else "")
+                            for sheet in sheets)
         title = str(workbook.properties.title or "").strip()
     except Exception as exc:
         raise DataError(f"{path}: a sheet of this workbook cannot be read ({type(exc).__name__}: {exc})") from exc
