@@ -15,7 +15,7 @@ from typing import Any
 from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.docx_text import docx_to_text
-from pipeline.retrieval.email_text import eml_to_text
+from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text
@@ -41,7 +41,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv",
-             ".xlsx", ".json", ".jsonl", ".eml")
+             ".xlsx", ".json", ".jsonl", ".eml", ".mbox")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -135,8 +135,8 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
     PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data (.json, .jsonl: one record
-    per object) or e-mail (.eml) file. ``encoding``: the charset of text files that are not UTF-8 (an unknown
-    name is a ConfigError, :func:`check_encoding`); without it such a file is an error."""
+    per object) or e-mail (.eml: one message; .mbox: a mailbox) file. ``encoding``: the charset of text files that
+    are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -152,6 +152,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
         title, text = xlsx_to_text(path)
     elif suffix == ".eml":
         title, text = eml_to_text(path)
+    elif suffix == ".mbox":
+        title, text = mbox_to_text(path)
     else:
         raw = _decoded(path, encoding)
         try:

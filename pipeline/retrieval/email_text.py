@@ -1,4 +1,5 @@
-"""The readable text of an e-mail saved as a file (``.eml``, RFC 5322 / MIME), read with the standard library.
+"""The readable text of e-mail saved as files: one message (``.eml``, RFC 5322 / MIME) or a mailbox of many
+(``.mbox``), read with the standard library.
 
 Support threads, announcements and decisions live in mail. Read raw, an ``.eml`` file is mostly routing headers,
 MIME boundaries and base64. So the subject titles the document, a heading says who wrote to whom and when (``## From
@@ -9,12 +10,20 @@ plain one, each in the charset it declares. What a reply quotes (``>`` lines and
 introduces them) was said in an earlier message, and a signature (after the ``-- `` line, or ``--``) is no content:
 both are left out. Attachments are named, not read (index them as files of their own); a forwarded message attached
 whole is read after the body.
+
+A mailbox (``.mbox``: a mail program's or Gmail Takeout's export, a mailing list's archive) is one document of its
+messages in file order, each led by its own heading, which names its subject too (``## Re: Refund window — From
+...``). A message seen before (the same Message-ID: a list's copy of a mail also sent to you) is read once, and
+messages Gmail labels Spam or Trash are left out. Lines that the mbox format escaped (``>From ``) are restored first,
+so that they are not taken for quotes.
 """
 
 from __future__ import annotations
 
 import email
 import email.policy
+import logging
+import mailbox
 import re
 from email.message import EmailMessage, Message, MIMEPart
 from pathlib import Path
@@ -22,12 +31,16 @@ from pathlib import Path
 from models.errors import DataError
 from pipeline.retrieval.html_text import html_to_text
 
-__all__ = ["eml_to_text"]
+__all__ = ["eml_to_text", "mbox_to_text"]
+
+logger = logging.getLogger(__name__)
 
 HEADER_WORDS = (("From", "From"), ("To", "to"), ("Cc", "cc"), ("Date", "on"))  # the heading: "From a, to b, on d"
 MAIL_HEADERS = ("From", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type")  # one makes it a message
 ATTRIBUTION = re.compile(r"^(?:On\s.+\bwrote:|-+\s*Original Message\s*-+)\s*$", re.IGNORECASE)
 SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (many clients drop the space)
+MBOX_ESCAPED = re.compile(rb"^>(>*From )", re.MULTILINE)  # mboxrd writes a body's "From " line as ">From "
+DISCARDED_LABELS = frozenset({"spam", "trash"})  # Gmail Takeout's X-Gmail-Labels of mail nobody kept
 
 
 def eml_to_text(path: Path) -> tuple[str, str]:
@@ -40,10 +53,42 @@ def eml_to_text(path: Path) -> tuple[str, str]:
     return _message_text(message)
 
 
-def _message_text(message: EmailMessage) -> tuple[str, str]:
+def mbox_to_text(path: Path) -> tuple[str, str]:
+    """("", text) of the mailbox in ``path``: its messages in file order, each under a heading with its subject
+    (the document is named by its file)."""
+    with path.open("rb") as handle:
+        if handle.read(5) != b"From ":
+            raise DataError(f"{path}: not an mbox file (an mbox begins with a 'From ' line); a single message "
+                            "saved by a mail program is an .eml file")
+    box = mailbox.mbox(path, create=False)
+    texts, seen, discarded = [], set(), 0
+    try:
+        for key in box.iterkeys():
+            message = email.message_from_bytes(MBOX_ESCAPED.sub(rb"\1", box.get_bytes(key)),
+                                               policy=email.policy.default)
+            labels = {label.strip().lower() for label in str(message.get("X-Gmail-Labels") or "").split(",")}
+            if labels & DISCARDED_LABELS:
+                discarded += 1
+                continue
+            message_id = str(message.get("Message-ID") or "").strip()
+            if message_id in seen or not any(message.get(name) for name in MAIL_HEADERS):
+                continue
+            if message_id:
+                seen.add(message_id)
+            texts.append(_message_text(message, subject_in_heading=True)[1])
+    finally:
+        box.close()
+    if discarded:
+        logger.info("%s: left out %d messages labelled Spam or Trash", path, discarded)
+    return "", "\n\n".join(texts)
+
+
+def _message_text(message: EmailMessage, *, subject_in_heading: bool = False) -> tuple[str, str]:
     subject = _one_line(str(message.get("Subject") or ""))
     header = ", ".join(f"{word} {_one_line(str(message.get(name)))}" for name, word in HEADER_WORDS
                        if message.get(name))
+    if subject_in_heading and subject:
+        header = f"{subject} — {header}" if header else subject
     blocks = [f"## {header}"] if header else []
     body = _body(message)
     if body:

@@ -102,3 +102,42 @@ def test_a_file_that_is_not_a_message_is_an_error_naming_it(tmp_path):
     path.write_text("just some notes\nwithout any headers\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"notes\.eml: not an e-mail message"):
         read_document(path)
+
+
+def mbox_entry(mail: EmailMessage) -> bytes:
+    """One message as an mbox holds it: its "From " line, then the message with body lines that begin with "From "
+    escaped (mboxrd)."""
+    raw = bytes(mail).replace(b"\r\n", b"\n")
+    escaped = b"\n".join(b">" + line if line.lstrip(b">").startswith(b"From ") else line for line in raw.split(b"\n"))
+    return b"From MAILER-DAEMON Mon Mar  4 10:00:00 2024\n" + escaped.rstrip(b"\n") + b"\n\n"
+
+
+def test_a_mailbox_reads_each_message_once_under_its_subject(tmp_path, caplog):
+    question = message(From="bob@example.com", Subject="Refund window", Message_ID="<1@example.com>",
+                       Date="Mon, 04 Mar 2024 09:12:00 +0000")
+    question.set_content("What is the refund window for damaged items?\n")
+    answer = message(From="alice@example.com", To="bob@example.com", Subject="Re: Refund window",
+                     Message_ID="<2@example.com>")
+    answer.set_content("From the day of delivery you have 30 days.\n\n> What is the refund window?\n")
+    spam = message(From="win@example.net", Subject="You won", Message_ID="<3@example.net>", X_Gmail_Labels="Spam")
+    spam.set_content("Claim your prize now.\n")
+    path = tmp_path / "support.mbox"
+    # the answer twice: a mailing list's copy of a mail also sent to you
+    path.write_bytes(b"".join(mbox_entry(m) for m in (question, answer, spam, answer)))
+    with caplog.at_level("INFO"):
+        title, text = read_document(path)
+    assert title == "support"
+    assert text == ("## Refund window — From bob@example.com, on Mon, 04 Mar 2024 09:12:00 +0000\n\n"
+                    "What is the refund window for damaged items?\n\n"
+                    "## Re: Refund window — From alice@example.com, to bob@example.com\n\n"
+                    "From the day of delivery you have 30 days.")  # the escaped ">From" line is the message's own
+    assert "1 messages labelled Spam or Trash" in caplog.text
+    assert strips_with_sections(text)[1] == ("From the day of delivery you have 30 days.",
+                                             "Re: Refund window — From alice@example.com, to bob@example.com")
+
+
+def test_a_file_that_is_not_a_mailbox_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "inbox.mbox"
+    path.write_bytes(bytes(message(From="x@example.com", Subject="one message")))
+    with pytest.raises(DataError, match=r"inbox\.mbox: not an mbox file .* an \.eml file"):
+        read_document(path)
