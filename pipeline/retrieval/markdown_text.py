@@ -12,7 +12,9 @@ markers, tables their rows, block quotes their ``>``; code (fenced or indented, 
 content and stays verbatim, an indented block fenced like the others. Blocks keep the line spacing they had in the file.
 MyST Markdown (Sphinx and Jupyter Book sources) is read as its reStructuredText twin is: a directive fence
 (```` ```{note} ````) is labelled text, code in its language, or left out (navigation), without its options; a
-role (``{func}`~os.path.join```) reads as what it shows; a ``(label)=`` target line is not text.
+role (``{func}`~os.path.join```) reads as what it shows; a ``(label)=`` target line is not text. A colon fence
+(MyST's ``:::{note}``, Docusaurus' ``:::tip[Title]``, VitePress' ``::: warning Title``; more colons for an outer
+one) reads as the directive fence of the same name does: "Note: ...", "Tip: Title ...".
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ MYST_DIRECTIVE = re.compile(r"^\{([\w][\w:.+-]*)\}\s*(.*)$")  # ```{note} or ```
 MYST_OPTION = re.compile(r"^\s*:[\w-]+:")  # ":linenos:", ":caption: Example"
 MYST_TARGET = re.compile(r"^\([\w.:-]+\)=$")
 MYST_ROLE = re.compile(r"\{[\w][\w:+-]*\}$")  # {func} right before a code span
+# ":::{note}", ":::tip[Title]", "::: warning Title": a container's name, then its title (argument) if any
+COLON_FENCE = re.compile(r"^( {0,3})(:{3,})[ \t]*(?:\{([\w][\w:.+-]*)\}|([^\W\d_][\w-]*))[ \t]*(.*?)[ \t]*$")
+COLON_CLOSE = re.compile(r"^ {0,3}(:{3,})[ \t]*$")
+CODE_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 SILENT_INLINE = frozenset({"link_open", "link_close", "em_open", "em_close", "strong_open", "strong_close",
                            "s_open", "s_close", "html_inline"})  # markup only: what they wrap is still text
 
@@ -55,7 +61,7 @@ def markdown_to_text(raw: str) -> tuple[str, str]:
         found = FRONT_TITLE.search(front.group(1) or "")
         title = found.group(1).strip().strip("'\"").strip() if found else ""
         raw = raw[front.end():]
-    text = _Writer().write(_parser().parse(raw)).strip()
+    text = _Writer().write(_parser().parse(_colon_fences_as_directives(raw))).strip()
     if not title:
         heading = HEADING.search(text)
         title = heading.group(1).strip() if heading else ""
@@ -169,6 +175,48 @@ def _myst_directive(name: str, argument: str, content: str) -> list[str]:
         return [opening, *body, closing] if any(line.strip() for line in body) else []
     text = "\n\n".join(part for part in (argument, markdown_to_text("\n".join(body))[1]) if part)
     return labelled(kind, text).split("\n") if text else []
+
+
+def _colon_fences_as_directives(raw: str) -> str:
+    """``raw`` with each outermost colon fence written as a MyST directive fence of backticks (``:::tip[Title]``
+    ... ``:::`` as ```` ```{tip} Title ```` ... ```` ``` ````), which :func:`_myst_directive` reads; fences inside
+    it are left for that reading of its content. Code fences are passed over; an unclosed colon fence runs to the
+    end, as a code fence does."""
+    lines = raw.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        code = CODE_FENCE.match(lines[i])
+        if code:  # a code block: copied up to its closing fence, never read for colon fences
+            closing = re.compile(rf"^ {{0,3}}{re.escape(code.group(1)[0])}{{{len(code.group(1))},}}[ \t]*$")
+            end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), len(lines))
+            out += lines[i:end + 1]
+            i = end + 1
+            continue
+        opening = COLON_FENCE.match(lines[i])
+        if not opening:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent, colons, name = opening.group(1), len(opening.group(2)), opening.group(3) or opening.group(4)
+        argument = opening.group(5)
+        if argument.startswith("[") and argument.endswith("]"):  # Docusaurus: :::tip[Title]
+            argument = argument[1:-1].strip()
+        depth, end = 0, len(lines)
+        for j in range(i + 1, len(lines)):
+            if COLON_FENCE.match(lines[j]):
+                depth += 1
+            elif (closing := COLON_CLOSE.match(lines[j])):
+                if depth == 0 and len(closing.group(1)) >= colons:
+                    end = j
+                    break
+                depth = max(0, depth - 1)
+        body = lines[i + 1:end]
+        longest = max((len(m.group(0)) for line in body if (m := re.match(r" {0,3}`+", line))), default=0)
+        fence = indent + "`" * max(3, longest + 1)
+        out += [f"{fence}{{{name}}}" + (f" {argument}" if argument else ""), *body, fence]
+        i = end + 1
+    return "\n".join(out)
 
 
 def _inline(token: Any) -> str:

@@ -21,7 +21,7 @@ NAVIGATION_DIRECTIVES = frozenset({"toctree", "tableofcontents", "contents", "li
                                    "sectionauthor", "moduleauthor", "codeauthor", "autosummary", "graphviz",
                                    "inheritance-diagram", "only"})
 ADMONITIONS = {name: name.capitalize() for name in ("attention", "caution", "danger", "error", "hint", "important",
-                                                   "note", "tip", "warning")} | {
+                                                   "info", "note", "tip", "warning")} | {
     "seealso": "See also", "versionadded": "New in version", "versionchanged": "Changed in version",
     "deprecated": "Deprecated since version"}
 VERSION_NOTES = frozenset({"versionadded", "versionchanged", "deprecated"})

@@ -289,3 +289,22 @@ def test_myst_directives_and_roles_read_as_they_do_in_restructuredtext():
     assert markdown_to_text(console)[1] == "```\n$ pip install -e path/to/project\n```\n\nNote: $5 is the price."
     plain = "```python\n{'a': 1}\n```\n\n```{.python}\nx\n```"  # a plain fence, and Pandoc's attribute syntax
     assert markdown_to_text(plain)[1] == plain
+
+
+def test_colon_fences_of_myst_docusaurus_and_vitepress_read_as_directives():
+    doc = ("# Guide\n\n:::{warning}\nDo not run the installer as **root**.\n:::\n\n"
+           "::::{note}\nOuter text.\n:::{tip}\nInner tip.\n:::\n::::\n\n"
+           ":::tip[Pro tip]\nUse a virtual environment.\n:::\n\n::: warning Careful\nVitePress style.\n:::\n\n"
+           ":::{code-block} bash\npip install crag\n:::\n\n"
+           "```markdown\n:::note\nshown as written inside code\n:::\n```\n\n:::info\nNever closed.\n")
+    assert markdown_to_text(doc)[1] == (
+        "# Guide\n\nWarning: Do not run the installer as root.\n\nNote: Outer text.\nTip: Inner tip.\n\n"
+        "Tip: Pro tip\n\nUse a virtual environment.\n\nWarning: Careful\n\nVitePress style.\n\n"
+        "```bash\npip install crag\n```\n\n```markdown\n:::note\nshown as written inside code\n:::\n```\n\n"
+        "Info: Never closed.")
+    # the same container nested with as many colons as its parent, and backticks in a fence's content
+    same = (":::note\nOuter.\n:::tip\nInner.\n:::\nAfter inner.\n:::\n\nTail.\n\n"
+            ":::details Example\n```py\nx = 1\n```\n:::")
+    assert markdown_to_text(same)[1] == ("Note: Outer.\nTip: Inner.\nAfter inner.\n\nTail.\n\n"
+                                         "Example\n\n```py\nx = 1\n```")
+    assert markdown_to_text("a line\n:::\nb :::\n")[1] == "a line\n:::\nb :::"  # colons without a name are text
