@@ -16,9 +16,10 @@ from models.deps import require
 from models.errors import ConfigError, DataError
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
+from pipeline.retrieval.epub_text import epub_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
-from pipeline.retrieval.markdown_text import markdown_to_text
+from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.pptx_text import pptx_to_text
@@ -40,8 +41,8 @@ from pipeline.retrieval.xlsx_text import xlsx_to_text
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv", ".tsv",
-             ".xlsx", ".json", ".jsonl", ".eml", ".mbox")
+SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv",
+             ".tsv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -133,10 +134,11 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown, reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
+    """(title, plain text) of a text, Markdown (MDX too), reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
     PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data (.json, .jsonl: one record
-    per object) or e-mail (.eml: one message; .mbox: a mailbox) file. ``encoding``: the charset of text files that
-    are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a file is an error."""
+    per object), e-mail (.eml: one message; .mbox: a mailbox) or e-book (.epub) file. ``encoding``: the charset of
+    text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a
+    file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -154,6 +156,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
         title, text = eml_to_text(path)
     elif suffix == ".mbox":
         title, text = mbox_to_text(path)
+    elif suffix == ".epub":
+        title, text = epub_to_text(path)
     else:
         raw = _decoded(path, encoding)
         try:
@@ -169,6 +173,7 @@ def _plain_text(raw: str) -> tuple[str, str]:
 
 
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
+                ".mdx": mdx_to_text,
                 ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text,
                 ".json": json_to_text, ".jsonl": jsonl_to_text}
 

@@ -29,7 +29,7 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.sphinx_names import labelled, reading, role_title
 from pipeline.retrieval.strips import fence_for
 
-__all__ = ["markdown_to_text"]
+__all__ = ["markdown_to_text", "mdx_to_text"]
 
 FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
@@ -42,6 +42,8 @@ MYST_ROLE = re.compile(r"\{[\w][\w:+-]*\}$")  # {func} right before a code span
 COLON_FENCE = re.compile(r"^( {0,3})(:{3,})[ \t]*(?:\{([\w][\w:.+-]*)\}|([^\W\d_][\w-]*))[ \t]*(.*?)[ \t]*$")
 COLON_CLOSE = re.compile(r"^ {0,3}(:{3,})[ \t]*$")
 CODE_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+MDX_MODULE = re.compile(r"^(?:import|export)\s")  # an ES module statement opens a line: MDX's imports and exports
+MDX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.DOTALL)
 SILENT_INLINE = frozenset({"link_open", "link_close", "em_open", "em_close", "strong_open", "strong_close",
                            "s_open", "s_close", "html_inline"})  # markup only: what they wrap is still text
 
@@ -177,23 +179,32 @@ def _myst_directive(name: str, argument: str, content: str) -> list[str]:
     return labelled(kind, text).split("\n") if text else []
 
 
-def _colon_fences_as_directives(raw: str) -> str:
-    """``raw`` with each outermost colon fence written as a MyST directive fence of backticks (``:::tip[Title]``
-    ... ``:::`` as ```` ```{tip} Title ```` ... ```` ``` ````), which :func:`_myst_directive` reads; fences inside
-    it are left for that reading of its content. Code fences are passed over; an unclosed colon fence runs to the
-    end, as a code fence does."""
-    lines = raw.split("\n")
-    out: list[str] = []
+def _code_lines(lines: list[str]) -> list[bool]:
+    """Which lines belong to a fenced code block (its fence lines included); an unclosed fence runs to the end."""
+    mask = [False] * len(lines)
     i = 0
     while i < len(lines):
         code = CODE_FENCE.match(lines[i])
-        if code:  # a code block: copied up to its closing fence, never read for colon fences
+        if code:
             closing = re.compile(rf"^ {{0,3}}{re.escape(code.group(1)[0])}{{{len(code.group(1))},}}[ \t]*$")
-            end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), len(lines))
-            out += lines[i:end + 1]
-            i = end + 1
-            continue
-        opening = COLON_FENCE.match(lines[i])
+            end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), len(lines) - 1)
+            mask[i:end + 1] = [True] * (end + 1 - i)
+            i = end
+        i += 1
+    return mask
+
+
+def _colon_fences_as_directives(raw: str) -> str:
+    """``raw`` with each outermost colon fence written as a MyST directive fence of backticks (``:::tip[Title]``
+    ... ``:::`` as ```` ```{tip} Title ```` ... ```` ``` ````), which :func:`_myst_directive` reads; fences inside
+    it are left for that reading of its content. Code blocks are passed over; an unclosed colon fence runs to the
+    end, as a code fence does."""
+    lines = raw.split("\n")
+    code = _code_lines(lines)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        opening = None if code[i] else COLON_FENCE.match(lines[i])
         if not opening:
             out.append(lines[i])
             i += 1
@@ -204,6 +215,8 @@ def _colon_fences_as_directives(raw: str) -> str:
             argument = argument[1:-1].strip()
         depth, end = 0, len(lines)
         for j in range(i + 1, len(lines)):
+            if code[j]:
+                continue
             if COLON_FENCE.match(lines[j]):
                 depth += 1
             elif (closing := COLON_CLOSE.match(lines[j])):
@@ -217,6 +230,25 @@ def _colon_fences_as_directives(raw: str) -> str:
         out += [f"{fence}{{{name}}}" + (f" {argument}" if argument else ""), *body, fence]
         i = end + 1
     return "\n".join(out)
+
+
+def mdx_to_text(raw: str) -> tuple[str, str]:
+    """:func:`markdown_to_text` of an MDX file (Docusaurus, Nextra and other React documentation sites) without
+    what is code rather than text: its ES module blocks (``import Tabs from '@theme/Tabs';``, ``export const
+    ...``: a block of lines opened by ``import`` or ``export`` at the start of a line, up to a blank line) and its
+    ``{/* comments */}``. JSX components are read as HTML is: their words stay, their tags go."""
+    front = FRONT_MATTER.match(raw)
+    head, rest = (raw[:front.end()], raw[front.end():]) if front else ("", raw)
+    lines = rest.split("\n")
+    code = _code_lines(lines)
+    kept: list[str] = []
+    in_module = False
+    for line, is_code in zip(lines, code, strict=True):
+        if not is_code and (in_module or MDX_MODULE.match(line)):
+            in_module = bool(line.strip())  # an ES block ends at a blank line
+            continue
+        kept.append(line)
+    return markdown_to_text(head + MDX_COMMENT.sub("", "\n".join(kept)))
 
 
 def _inline(token: Any) -> str:

@@ -308,3 +308,18 @@ def test_colon_fences_of_myst_docusaurus_and_vitepress_read_as_directives():
     assert markdown_to_text(same)[1] == ("Note: Outer.\nTip: Inner.\nAfter inner.\n\nTail.\n\n"
                                          "Example\n\n```py\nx = 1\n```")
     assert markdown_to_text("a line\n:::\nb :::\n")[1] == "a line\n:::\nb :::"  # colons without a name are text
+
+
+def test_an_mdx_page_reads_without_its_module_code_and_comments(tmp_path):
+    page = ("---\ntitle: Installation\n---\n\nimport Tabs from '@theme/Tabs';\n"
+            "export const Highlight = ({children}) => (\n  <span style={{color: 'green'}}>{children}</span>\n);\n\n"
+            "Install the package first. Then import your settings.\n\n<Tabs>\n  <TabItem value=\"npm\">\n\n"
+            "```js\nimport lib from 'my-lib';\nexport default lib;\n```\n\n  </TabItem>\n</Tabs>\n\n"
+            ":::caution\nNode 18 or newer is required.\n:::\n\n<Highlight>Fast</Highlight> builds are the default. "
+            "{/* a comment\nover two lines */}\n")
+    path = tmp_path / "install.mdx"
+    path.write_text(page, encoding="utf-8")
+    assert read_document(path) == ("Installation", (
+        "Install the package first. Then import your settings.\n\n"
+        "```js\nimport lib from 'my-lib';\nexport default lib;\n```\n\n"  # code in a fence is content, kept whole
+        "Caution: Node 18 or newer is required.\n\nFast builds are the default."))

@@ -1,0 +1,110 @@
+"""The readable text of an EPUB e-book (``.epub``: manuals, handbooks, reports), read with the standard library.
+
+An EPUB is a zip of XHTML chapters and a package file (OPF) that names the book and the chapters' reading order
+(its spine). The book's title names the document; each chapter is read as an HTML page is
+(:mod:`pipeline.retrieval.html_text`: navigation, scripts and footnote asides left out) and its headings are moved
+one level down, so that a chapter's title is a section (``## Chapter 3``) that the sentences under it are quoted
+with; a chapter without a heading of its own is led by its ``<title>``. The book's table of contents (the EPUB 3
+navigation document, the EPUB 2 NCX) is navigation and is not read. A book whose chapters are encrypted (DRM) is an
+error naming the file; fonts obfuscated by the publisher (also listed as encrypted) do not matter.
+
+XML is parsed by :mod:`xml.etree.ElementTree`, which resolves no external entity and, with the expat that Python
+ships, refuses entity expansion bombs.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote
+from xml.etree import ElementTree
+
+from models.errors import DataError
+from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.strips import MARKDOWN_HEADING, blocks, heading_level
+
+__all__ = ["epub_to_text"]
+
+CONTAINER = "META-INF/container.xml"
+ENCRYPTION = "META-INF/encryption.xml"
+CHAPTER_TYPES = frozenset({"application/xhtml+xml", "text/html"})
+MAX_CHAPTER_BYTES = 64 * 2**20  # one chapter's XHTML, unpacked: more is a zip bomb, not a book
+XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding=["']([\w.:-]+)["']""")
+
+
+def epub_to_text(path: Path) -> tuple[str, str]:
+    """(the book's title, its chapters' text in reading order)."""
+    try:
+        with zipfile.ZipFile(path) as book:
+            return _read(path, book)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DataError(f"{path}: not a readable EPUB ({exc}); an .epub file is a zip of XHTML chapters") from exc
+
+
+def _read(path: Path, book: zipfile.ZipFile) -> tuple[str, str]:
+    rootfile = _xml(path, book, CONTAINER).find(".//{*}rootfile")
+    package_path = rootfile.get("full-path", "") if rootfile is not None else ""
+    if not package_path:
+        raise DataError(f"{path}: {CONTAINER} names no package file (rootfile); the EPUB is damaged")
+    package = _xml(path, book, package_path)
+    base = posixpath.dirname(package_path)
+    encrypted = _encrypted(path, book)
+    manifest = {item.get("id"): item for item in package.iterfind(".//{*}manifest/{*}item")}
+    title = re.sub(r"\s+", " ", package.findtext(".//{*}metadata/{http://purl.org/dc/elements/1.1/}title") or "")
+    chapters: list[str] = []
+    for itemref in package.iterfind(".//{*}spine/{*}itemref"):
+        item = manifest.get(itemref.get("idref"))
+        if item is None or item.get("media-type") not in CHAPTER_TYPES or "nav" in str(item.get("properties")).split():
+            continue
+        member = posixpath.normpath(posixpath.join(base, unquote(item.get("href", ""))))
+        if member in encrypted:
+            raise DataError(f"{path}: the book's chapters are encrypted (DRM); only a DRM-free EPUB can be read")
+        chapter = _chapter(path, book, member, title.strip())
+        if chapter:
+            chapters.append(chapter)
+    return title.strip(), "\n\n".join(chapters)
+
+
+def _chapter(path: Path, book: zipfile.ZipFile, member: str, book_title: str) -> str:
+    """One chapter's text, its headings one level down; led by its ``<title>`` when it opens with no heading and
+    that title is not the book's."""
+    markup = _member(path, book, member)
+    declared = XML_ENCODING.match(markup)
+    try:
+        page = markup.decode(declared.group(1).decode("ascii") if declared else "utf-8")
+    except (LookupError, UnicodeDecodeError):
+        page = markup.decode("utf-8", errors="replace")
+    title, text = html_to_text(page)
+    parts = [f"#{block}" if not is_code and MARKDOWN_HEADING.match(block) and heading_level(block) < 6 else block
+             for is_code, block in blocks(text)]
+    if parts and title and title != book_title and not MARKDOWN_HEADING.match(parts[0]):
+        parts.insert(0, f"## {title}")
+    return "\n\n".join(parts)
+
+
+def _encrypted(path: Path, book: zipfile.ZipFile) -> set[str]:
+    """The members listed as encrypted (DRM, or a publisher's font obfuscation)."""
+    if ENCRYPTION not in book.namelist():
+        return set()
+    return {posixpath.normpath(unquote(reference.get("URI", "")))
+            for reference in _xml(path, book, ENCRYPTION).iterfind(".//{*}CipherReference")}
+
+
+def _xml(path: Path, book: zipfile.ZipFile, member: str) -> ElementTree.Element:
+    try:
+        return ElementTree.fromstring(_member(path, book, member))
+    except ElementTree.ParseError as exc:
+        raise DataError(f"{path}: {member} is not well-formed XML ({exc}); the EPUB is damaged") from exc
+
+
+def _member(path: Path, book: zipfile.ZipFile, member: str) -> bytes:
+    try:
+        info = book.getinfo(member)
+    except KeyError as exc:
+        raise DataError(f"{path}: {member} is missing; the EPUB is damaged") from exc
+    if info.file_size > MAX_CHAPTER_BYTES:
+        raise DataError(f"{path}: {member} unpacks to {info.file_size:,} bytes, more than {MAX_CHAPTER_BYTES:,}; "
+                        "not read")
+    return book.read(info)
