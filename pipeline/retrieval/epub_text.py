@@ -17,6 +17,7 @@ from __future__ import annotations
 import posixpath
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from urllib.parse import unquote
 from xml.etree import ElementTree
@@ -39,7 +40,8 @@ def epub_to_text(path: Path) -> tuple[str, str]:
     try:
         with zipfile.ZipFile(path) as book:
             return _read(path, book)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError) as exc:
+        # a damaged member's deflate stream, a password-protected zip, a compression zipfile cannot read
         raise DataError(f"{path}: not a readable EPUB ({exc}); an .epub file is a zip of XHTML chapters") from exc
 
 
@@ -95,7 +97,7 @@ def _encrypted(path: Path, book: zipfile.ZipFile) -> set[str]:
 def _xml(path: Path, book: zipfile.ZipFile, member: str) -> ElementTree.Element:
     try:
         return ElementTree.fromstring(_member(path, book, member))
-    except ElementTree.ParseError as exc:
+    except (ElementTree.ParseError, LookupError) as exc:  # LookupError: an encoding Python does not know
         raise DataError(f"{path}: {member} is not well-formed XML ({exc}); the EPUB is damaged") from exc
 
 

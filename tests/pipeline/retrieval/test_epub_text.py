@@ -72,10 +72,19 @@ def test_encrypted_damaged_and_false_books_are_errors_naming_the_file(tmp_path):
     write_epub(missing, {"META-INF/container.xml": CONTAINER, "OEBPS/content.opf": PACKAGE})
     with pytest.raises(DataError, match=r"missing\.epub: OEBPS/text/two\.xhtml is missing"):
         read_document(missing)
-    broken = tmp_path / "broken.epub"
-    write_epub(broken, {"META-INF/container.xml": "<container><rootfiles>"})
-    with pytest.raises(DataError, match=r"broken\.epub: META-INF/container\.xml is not well-formed XML"):
-        read_document(broken)
+    for i, container in enumerate(("<container><rootfiles>", '<?xml version="1.0" encoding="utf-x"?><container/>')):
+        broken = tmp_path / f"broken{i}.epub"
+        write_epub(broken, {"META-INF/container.xml": container})
+        with pytest.raises(DataError, match=rf"broken{i}\.epub: META-INF/container\.xml is not well-formed XML"):
+            read_document(broken)
+    flipped = tmp_path / "flipped.epub"  # a member's deflate stream damaged
+    with zipfile.ZipFile(flipped, "w", compression=zipfile.ZIP_DEFLATED) as book:
+        book.writestr("META-INF/container.xml", CONTAINER * 20)
+    data = bytearray(flipped.read_bytes())
+    data[60:70] = b"\xff" * 10
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"flipped\.epub: not a readable EPUB"):
+        read_document(flipped)
     fake = tmp_path / "fake.epub"
     fake.write_text("not a zip", encoding="utf-8")
     with pytest.raises(DataError, match=r"fake\.epub: not a readable EPUB"):
