@@ -2,15 +2,18 @@
 
 Each measurement runs in a new process (nothing warm but the OS file cache), ``--runs`` times; the
 first service start builds the demo index in a fresh cache folder and is reported apart from later
-starts, which find it. Also checks that the inference path never imports torch.
+starts, which find it. Also checks that the inference path never imports torch. ``--baseline DIR`` (another
+checkout, e.g. a ``git worktree`` of an earlier commit) times the library in that tree too, the two taking turns
+process by process, so that a noisy machine slows both alike.
 
-Run: python bench/bench_startup.py [--runs 5] [--model default|fast] [--json bench/results_startup.json]
+Run: python bench/bench_startup.py [--runs 5] [--model default|fast] [--baseline DIR] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -41,10 +44,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to time the library in too")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    library = [json.loads(subprocess.run([sys.executable, "-c", PROBE, args.model], cwd=ROOT, capture_output=True,
-                                         text=True, check=True).stdout) for _ in range(args.runs)]
+    trees = {"this tree": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for turn in range(args.runs):
+        for name, tree in (list(trees.items()) if turn % 2 == 0 else list(reversed(trees.items()))):
+            runs[name].append(_probe(tree, args.model))
+    library = runs["this tree"]
     if any(run["torch_imported"] for run in library):
         raise SystemExit("the inference path imported torch")
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,8 +63,9 @@ def main() -> None:
             service.stop()
     report = {
         "model": args.model,
-        "library_median_s": {key: statistics.median(run[key] for run in library)
-                             for key in ("import_s", "load_s", "first_grade_s", "total_s")},
+        "library_median_s": _medians(library),
+        **({"baseline": str(args.baseline), "baseline_library_median_s": _medians(runs["baseline"])}
+           if args.baseline else {}),
         "torch_imported": False,
         "service_ready_first_s (builds the demo index)": ready[0],
         "service_ready_later_median_s": statistics.median(ready[1:]) if len(ready) > 1 else None,
@@ -64,6 +73,18 @@ def main() -> None:
     print(json.dumps(report, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def _probe(tree: Path, model: str) -> dict:
+    """One fresh interpreter's import, load and first grade, with ``tree``'s code."""
+    done = subprocess.run([sys.executable, "-c", PROBE, model], cwd=tree, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(tree)})
+    return json.loads(done.stdout)
+
+
+def _medians(runs: list[dict]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in ("import_s", "load_s", "first_grade_s",
+                                                                          "total_s")}
 
 
 if __name__ == "__main__":

@@ -261,15 +261,18 @@ def _computed_from(graph: Any, graph_input: str) -> set[str]:
 
 
 def _drop_unread_nodes(graph: Any) -> None:
-    """Remove nodes none of whose outputs is read by a node or returned by the graph, until none is left."""
-    graph_outputs = {value.name for value in graph.output}
-    while True:
-        read = {name for node in graph.node for name in node.input} | graph_outputs
-        unread = [i for i, node in enumerate(graph.node) if not any(o in read for o in node.output if o)]
-        if not unread:
-            return
-        for index in reversed(unread):
-            del graph.node[index]
+    """Remove nodes none of whose outputs is read by a kept node or returned by the graph: one pass from the last
+    node back (ONNX lists nodes in topological order, so every reader of a value comes after its maker)."""
+    read = {value.name for value in graph.output}
+    unread: list[int] = []
+    for index in range(len(graph.node) - 1, -1, -1):
+        node = graph.node[index]
+        if any(output in read for output in node.output if output):
+            read.update(node.input)
+        else:
+            unread.append(index)
+    for index in unread:  # from the last back, so that the indices still to delete do not move
+        del graph.node[index]
 
 
 @cache
