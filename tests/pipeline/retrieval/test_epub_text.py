@@ -57,35 +57,39 @@ def test_chapters_are_read_in_spine_order_under_their_titles(tmp_path):
     assert ("Pitch the tent on high ground, away from the river.", "Setting up camp") in strips_with_sections(text)
 
 
-def test_encrypted_damaged_and_false_books_are_errors_naming_the_file(tmp_path):
-    locked = tmp_path / "locked.epub"
-    write_epub(locked, {
-        "META-INF/container.xml": CONTAINER, "OEBPS/content.opf": PACKAGE,
-        "META-INF/encryption.xml": '<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
-                                   'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData><enc:CipherData>'
-                                   '<enc:CipherReference URI="OEBPS/text/two.xhtml"/></enc:CipherData>'
-                                   '</enc:EncryptedData></encryption>',
-        "OEBPS/text/two.xhtml": b"\x00\x93encrypted", "OEBPS/text/chapter 1.xhtml": page("x", "<p>y</p>")})
-    with pytest.raises(DataError, match=r"locked\.epub: the book's chapters are encrypted \(DRM\)"):
-        read_document(locked)
-    missing = tmp_path / "missing.epub"
-    write_epub(missing, {"META-INF/container.xml": CONTAINER, "OEBPS/content.opf": PACKAGE})
-    with pytest.raises(DataError, match=r"missing\.epub: OEBPS/text/two\.xhtml is missing"):
-        read_document(missing)
-    for i, container in enumerate(("<container><rootfiles>", '<?xml version="1.0" encoding="utf-x"?><container/>')):
-        broken = tmp_path / f"broken{i}.epub"
-        write_epub(broken, {"META-INF/container.xml": container})
-        with pytest.raises(DataError, match=rf"broken{i}\.epub: META-INF/container\.xml is not well-formed XML"):
-            read_document(broken)
-    flipped = tmp_path / "flipped.epub"  # a member's deflate stream damaged
-    with zipfile.ZipFile(flipped, "w", compression=zipfile.ZIP_DEFLATED) as book:
+ENCRYPTION = ('<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+              'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData><enc:CipherData>'
+              '<enc:CipherReference URI="OEBPS/text/two.xhtml"/></enc:CipherData></enc:EncryptedData></encryption>')
+
+
+def damaged_deflate(path) -> None:
+    """A book whose one member's deflate stream is overwritten in the middle."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as book:
         book.writestr("META-INF/container.xml", CONTAINER * 20)
-    data = bytearray(flipped.read_bytes())
+    data = bytearray(path.read_bytes())
     data[60:70] = b"\xff" * 10
-    flipped.write_bytes(bytes(data))
-    with pytest.raises(DataError, match=r"flipped\.epub: not a readable EPUB"):
-        read_document(flipped)
-    fake = tmp_path / "fake.epub"
-    fake.write_text("not a zip", encoding="utf-8")
-    with pytest.raises(DataError, match=r"fake\.epub: not a readable EPUB"):
-        read_document(fake)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(("members", "error"), [
+    ({"META-INF/container.xml": CONTAINER, "OEBPS/content.opf": PACKAGE, "META-INF/encryption.xml": ENCRYPTION,
+      "OEBPS/text/two.xhtml": b"\x00\x93encrypted", "OEBPS/text/chapter 1.xhtml": page("x", "<p>y</p>")},
+     r"the book's chapters are encrypted \(DRM\)"),
+    ({"META-INF/container.xml": CONTAINER, "OEBPS/content.opf": PACKAGE}, r"OEBPS/text/two\.xhtml is missing"),
+    ({"META-INF/container.xml": "<container><rootfiles>"}, r"META-INF/container\.xml is not well-formed XML"),
+    ({"META-INF/container.xml": '<?xml version="1.0" encoding="utf-x"?><container/>'},
+     r"META-INF/container\.xml is not well-formed XML"),
+    ({"META-INF/container.xml": "<container/>"}, r"META-INF/container\\.xml names no package file"),
+    (damaged_deflate, r"not a readable EPUB"),
+    ("not a zip", r"not a readable EPUB"),
+], ids=["drm", "missing chapter", "broken xml", "unknown encoding", "no rootfile", "damaged deflate", "not a zip"])
+def test_encrypted_damaged_and_false_books_are_errors_naming_the_file(tmp_path, members, error):
+    path = tmp_path / "book.epub"
+    if isinstance(members, dict):
+        write_epub(path, members)
+    elif isinstance(members, str):
+        path.write_text(members, encoding="utf-8")
+    else:
+        members(path)
+    with pytest.raises(DataError, match=rf"book\.epub: {error}"):
+        read_document(path)
