@@ -21,6 +21,7 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
+from pipeline.retrieval.odt_text import odt_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.pptx_text import pptx_to_text
 from pipeline.retrieval.rst_text import rst_to_text
@@ -41,8 +42,8 @@ from pipeline.retrieval.xlsx_text import xlsx_to_text
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".pptx", ".csv",
-             ".tsv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub")
+SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".odt", ".pptx",
+             ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -135,10 +136,10 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
-    PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data (.json, .jsonl: one record
-    per object), e-mail (.eml: one message; .mbox: a mailbox) or e-book (.epub) file. ``encoding``: the charset of
-    text files that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a
-    file is an error."""
+    OpenDocument text (.odt), PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data
+    (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox) or e-book (.epub) file.
+    ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
+    :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -148,6 +149,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
         title, text = _read_pdf(path)
     elif suffix == ".docx":
         title, text = docx_to_text(path)
+    elif suffix == ".odt":
+        title, text = odt_to_text(path)
     elif suffix == ".pptx":
         title, text = pptx_to_text(path)
     elif suffix == ".xlsx":

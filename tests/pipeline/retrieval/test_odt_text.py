@@ -1,0 +1,104 @@
+"""An OpenDocument text file (.odt) is read as a Word file is: headings, list labels, table rows, alt text; what a
+reader never sees (deleted tracked changes, comments, footnote bodies, generated indexes) is left out."""
+
+import zipfile
+
+import pytest
+
+from models.errors import DataError
+from pipeline.retrieval.documents import read_document
+
+NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+      'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+      'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+      'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+      'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+      'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+      'xmlns:dc="http://purl.org/dc/elements/1.1/"')
+
+
+def write_odt(path, body: str, styles: str = "", meta_title: str | None = None) -> None:
+    with zipfile.ZipFile(path, "w") as document:
+        document.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        document.writestr("content.xml", f'<office:document-content {NS}><office:automatic-styles>{styles}'
+                                         f"</office:automatic-styles><office:body><office:text>{body}"
+                                         "</office:text></office:body></office:document-content>")
+        if meta_title is not None:
+            document.writestr("meta.xml", f"<office:document-meta {NS}><office:meta><dc:title>{meta_title}"
+                                          "</dc:title></office:meta></office:document-meta>")
+
+
+def test_what_a_reader_sees_in_order(tmp_path):
+    styles = ('<style:style style:name="P1" style:parent-style-name="Title"/>'
+              '<text:list-style style:name="L1"><text:list-level-style-number text:level="1" style:num-format="1" '
+              'style:num-suffix="."/><text:list-level-style-number text:level="2" style:num-format="a" '
+              'style:num-suffix=")"/></text:list-style>')
+    body = (
+        '<text:tracked-changes><text:changed-region text:id="c1"><text:deletion><text:p>Refunds take 90 days.'
+        "</text:p></text:deletion></text:changed-region></text:tracked-changes>"
+        '<text:table-of-content><text:index-body><text:p>Returns .... 1</text:p></text:index-body>'
+        "</text:table-of-content>"
+        '<text:p text:style-name="P1">Shop   handbook</text:p>'
+        '<text:h text:outline-level="2">Returns</text:h><text:h text:outline-level="²">Odd level</text:h>'
+        "<text:p>Items can be returned within<text:s text:c=\"2\"/>30 days.<text:note><text:note-citation>1"
+        "</text:note-citation><text:note-body><text:p>Except gift cards.</text:p></text:note-body></text:note>"
+        "<office:annotation><text:p>check this</text:p></office:annotation>"
+        '<draw:frame><svg:title>Return label</svg:title><svg:desc>where the label goes on the box</svg:desc>'
+        "</draw:frame>"
+        '<draw:frame><draw:text-box><text:p>Keep the receipt.</text:p></draw:text-box></draw:frame></text:p>'
+        '<text:list text:style-name="L1"><text:list-item><text:p>Pack the item.</text:p></text:list-item>'
+        '<text:list-item><text:p>Print the label.</text:p><text:list><text:list-item><text:p>Use the prepaid one.'
+        "</text:p></text:list-item></text:list></text:list-item></text:list>"
+        "<text:list><text:list-item><text:p>Damaged items are replaced.</text:p></text:list-item></text:list>"
+        "<text:section><table:table><table:table-row><table:table-cell><text:p>Canada</text:p></table:table-cell>"
+        "<table:table-cell><text:p>5 to 8 days</text:p></table:table-cell><table:table-cell/></table:table-row>"
+        "</table:table></text:section>")
+    path = tmp_path / "handbook.odt"
+    write_odt(path, body, styles)
+    title, text = read_document(path)
+    assert title == "Shop handbook"  # no title in meta.xml: the first heading (here the Title-style paragraph)
+    assert text == ("# Shop handbook\n\n## Returns\n\n# Odd level\n\nItems can be returned within  30 days.\n\n"
+                    "Image: Return label where the label goes on the box\n\nKeep the receipt.\n\n"
+                    "1. Pack the item.\n\n2. Print the label.\n\n  a) Use the prepaid one.\n\n"
+                    "- Damaged items are replaced.\n\nCanada | 5 to 8 days")
+    for unseen in ("90 days", "....", "gift cards", "check this"):
+        assert unseen not in text
+    write_odt(path, "<text:p>Body.</text:p>", meta_title="Returns  policy")
+    assert read_document(path) == ("Returns policy", "Body.")
+
+
+def test_a_document_docutils_writes_reads_like_its_source(tmp_path):
+    from docutils.core import publish_file
+
+    source = tmp_path / "guide.rst"
+    source.write_text("Returns\n=======\n\nItems can be returned within 30 days. [#]_\n\n1. Pack the item.\n"
+                      "2. Print the label.\n\n.. [#] Except gift cards.\n\n.. note:: Duties are paid on delivery.\n",
+                      encoding="utf-8")
+    path = tmp_path / "guide.odt"
+    publish_file(source_path=str(source), destination_path=str(path), writer="odf_odt",
+                 settings_overrides={"report_level": 5})
+    title, text = read_document(path)
+    assert title == "Returns"
+    assert "Items can be returned within 30 days." in text.split("\n\n")
+    assert "1. Pack the item." in text.split("\n\n") and "2. Print the label." in text.split("\n\n")
+    assert "Duties are paid on delivery." in text and "gift cards" not in text
+
+
+@pytest.mark.parametrize(("content", "error"), [
+    (None, r"not a readable \.odt file"),
+    ({"content.xml": "<office:document-content"}, r"content\.xml is not well-formed XML"),
+    ({"styles.xml": "<x/>"}, r"content\.xml is missing"),
+    ({"content.xml": '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
+                     "<office:body><office:spreadsheet/></office:body></office:document-content>"},
+     r"holds no text body"),
+], ids=["not a zip", "broken xml", "no content", "a spreadsheet"])
+def test_damaged_and_false_files_are_errors_naming_them(tmp_path, content, error):
+    path = tmp_path / "notes.odt"
+    if content is None:
+        path.write_text("plain text", encoding="utf-8")
+    else:
+        with zipfile.ZipFile(path, "w") as document:
+            for name, data in content.items():
+                document.writestr(name, data)
+    with pytest.raises(DataError, match=rf"notes\.odt: .*{error}"):
+        read_document(path)
