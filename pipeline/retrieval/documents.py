@@ -14,6 +14,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError, DataError
+from pipeline.retrieval.asciidoc_text import asciidoc_to_text
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
 from pipeline.retrieval.epub_text import epub_to_text
@@ -42,8 +43,8 @@ from pipeline.retrieval.xlsx_text import xlsx_to_text
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".ipynb", ".html", ".htm", ".pdf", ".docx", ".odt", ".pptx",
-             ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub")
+SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
+             ".docx", ".odt", ".pptx", ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -135,9 +136,10 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
-    """(title, plain text) of a text, Markdown (MDX too), reStructuredText, Jupyter notebook, HTML, PDF, Word (.docx),
-    OpenDocument text (.odt), PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row), JSON data
-    (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox) or e-book (.epub) file.
+    """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
+    Word (.docx), OpenDocument text (.odt), PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row),
+    JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox) or e-book
+    (.epub) file.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -176,7 +178,7 @@ def _plain_text(raw: str) -> tuple[str, str]:
 
 
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
-                ".mdx": mdx_to_text,
+                ".mdx": mdx_to_text, ".adoc": asciidoc_to_text, ".asciidoc": asciidoc_to_text,
                 ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text,
                 ".json": json_to_text, ".jsonl": jsonl_to_text}
 
