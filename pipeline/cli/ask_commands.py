@@ -117,7 +117,7 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="manage the local hybrid index (one SQLite file in a folder)")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     add = isub.add_parser("add", help="add or re-index documents (text, Markdown and MDX, reStructuredText, AsciiDoc, "
-                                      "notebooks, HTML, PDF, Word, OpenDocument, PowerPoint, CSV/TSV/Excel tables, "
+                                      "notebooks, HTML, PDF, Word, OpenDocument, PowerPoint, CSV/TSV/Excel/ODS tables, "
                                       "JSON data, e-mail and mailboxes, e-books) or folders of them")
     add.add_argument("paths", nargs="+", help=f"files or folders ({' '.join(SUPPORTED)})")
     where = add.add_mutually_exclusive_group(required=True)

@@ -22,6 +22,7 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
+from pipeline.retrieval.ods_text import ods_to_text
 from pipeline.retrieval.odt_text import odt_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.pptx_text import pptx_to_text
@@ -44,7 +45,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
-             ".docx", ".odt", ".pptx", ".csv", ".tsv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub")
+             ".docx", ".odt", ".pptx", ".csv", ".tsv", ".xlsx", ".ods", ".json", ".jsonl", ".eml", ".mbox", ".epub")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -137,11 +138,10 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
-    Word (.docx), OpenDocument text (.odt), PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx: one record per row),
-    JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox) or e-book
-    (.epub) file.
-    ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
-    :func:`check_encoding`); without it such a file is an error."""
+    Word (.docx), OpenDocument text (.odt), PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx, OpenDocument .ods:
+    one record per row), JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a
+    mailbox) or e-book (.epub) file. ``encoding``: the charset of text files that are not UTF-8 (an unknown name is
+    a ConfigError, :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -157,6 +157,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
         title, text = pptx_to_text(path)
     elif suffix == ".xlsx":
         title, text = xlsx_to_text(path)
+    elif suffix == ".ods":
+        title, text = ods_to_text(path)
     elif suffix == ".eml":
         title, text = eml_to_text(path)
     elif suffix == ".mbox":

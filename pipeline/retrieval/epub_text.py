@@ -6,10 +6,8 @@ An EPUB is a zip of XHTML chapters and a package file (OPF) that names the book 
 one level down, so that a chapter's title is a section (``## Chapter 3``) that the sentences under it are quoted
 with; a chapter without a heading of its own is led by its ``<title>``. The book's table of contents (the EPUB 3
 navigation document, the EPUB 2 NCX) is navigation and is not read. A book whose chapters are encrypted (DRM) is an
-error naming the file; fonts obfuscated by the publisher (also listed as encrypted) do not matter.
-
-XML is parsed by :mod:`xml.etree.ElementTree`, which resolves no external entity and, with the expat that Python
-ships, refuses entity expansion bombs.
+error naming the file; fonts obfuscated by the publisher (also listed as encrypted) do not matter. Parts are read
+through :mod:`pipeline.retrieval.zipped_xml` (a damaged book is an error naming it).
 """
 
 from __future__ import annotations
@@ -17,40 +15,35 @@ from __future__ import annotations
 import posixpath
 import re
 import zipfile
-import zlib
 from pathlib import Path
 from urllib.parse import unquote
-from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import MARKDOWN_HEADING, blocks, heading_level
+from pipeline.retrieval.zipped_xml import opened_zip, part_bytes, part_xml
 
 __all__ = ["epub_to_text"]
 
 CONTAINER = "META-INF/container.xml"
 ENCRYPTION = "META-INF/encryption.xml"
 CHAPTER_TYPES = frozenset({"application/xhtml+xml", "text/html"})
-MAX_CHAPTER_BYTES = 64 * 2**20  # one chapter's XHTML, unpacked: more is a zip bomb, not a book
+DAMAGED = "the EPUB is damaged"
 XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding=["']([\w.:-]+)["']""")
 
 
 def epub_to_text(path: Path) -> tuple[str, str]:
     """(the book's title, its chapters' text in reading order)."""
-    try:
-        with zipfile.ZipFile(path) as book:
-            return _read(path, book)
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError) as exc:
-        # a damaged member's deflate stream, a password-protected zip, a compression zipfile cannot read
-        raise DataError(f"{path}: not a readable EPUB ({exc}); an .epub file is a zip of XHTML chapters") from exc
+    with opened_zip(path, "not a readable EPUB; an .epub file is a zip of XHTML chapters") as book:
+        return _read(path, book)
 
 
 def _read(path: Path, book: zipfile.ZipFile) -> tuple[str, str]:
-    rootfile = _xml(path, book, CONTAINER).find(".//{*}rootfile")
+    rootfile = part_xml(path, book, CONTAINER, DAMAGED).find(".//{*}rootfile")
     package_path = rootfile.get("full-path", "") if rootfile is not None else ""
     if not package_path:
         raise DataError(f"{path}: {CONTAINER} names no package file (rootfile); the EPUB is damaged")
-    package = _xml(path, book, package_path)
+    package = part_xml(path, book, package_path, DAMAGED)
     base = posixpath.dirname(package_path)
     encrypted = _encrypted(path, book)
     manifest = {item.get("id"): item for item in package.iterfind(".//{*}manifest/{*}item")}
@@ -72,7 +65,7 @@ def _read(path: Path, book: zipfile.ZipFile) -> tuple[str, str]:
 def _chapter(path: Path, book: zipfile.ZipFile, member: str, book_title: str) -> str:
     """One chapter's text, its headings one level down; led by its ``<title>`` when it opens with no heading and
     that title is not the book's."""
-    markup = _member(path, book, member)
+    markup = part_bytes(path, book, member, DAMAGED)
     declared = XML_ENCODING.match(markup)
     try:
         page = markup.decode(declared.group(1).decode("ascii") if declared else "utf-8")
@@ -91,22 +84,4 @@ def _encrypted(path: Path, book: zipfile.ZipFile) -> set[str]:
     if ENCRYPTION not in book.namelist():
         return set()
     return {posixpath.normpath(unquote(reference.get("URI", "")))
-            for reference in _xml(path, book, ENCRYPTION).iterfind(".//{*}CipherReference")}
-
-
-def _xml(path: Path, book: zipfile.ZipFile, member: str) -> ElementTree.Element:
-    try:
-        return ElementTree.fromstring(_member(path, book, member))
-    except (ElementTree.ParseError, LookupError) as exc:  # LookupError: an encoding Python does not know
-        raise DataError(f"{path}: {member} is not well-formed XML ({exc}); the EPUB is damaged") from exc
-
-
-def _member(path: Path, book: zipfile.ZipFile, member: str) -> bytes:
-    try:
-        info = book.getinfo(member)
-    except KeyError as exc:
-        raise DataError(f"{path}: {member} is missing; the EPUB is damaged") from exc
-    if info.file_size > MAX_CHAPTER_BYTES:
-        raise DataError(f"{path}: {member} unpacks to {info.file_size:,} bytes, more than {MAX_CHAPTER_BYTES:,}; "
-                        "not read")
-    return book.read(info)
+            for reference in part_xml(path, book, ENCRYPTION, DAMAGED).iterfind(".//{*}CipherReference")}

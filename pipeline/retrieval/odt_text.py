@@ -7,25 +7,22 @@ list's style shows (``- `` for a bullet, ``3. ``, ``b) ``, ``iv. ``), a table ro
 text boxes after the paragraph they are anchored in, and a picture as its alt text ("Image: ...") unless a program
 wrote it (:mod:`pipeline.retrieval.alt_text`). Left out, as a reader of the page would skip them or never see them:
 tables of contents and other generated indexes, comments, footnote bodies, and the text that tracked changes
-deleted. The title is the document's own (``meta.xml``), else its first heading.
-
-XML is parsed by :mod:`xml.etree.ElementTree`, which resolves no external entity and, with the expat that Python
-ships, refuses entity expansion bombs.
+deleted. The title is the document's own (``meta.xml``), else its first heading. Parts are read through
+:mod:`pipeline.retrieval.zipped_xml` (a damaged file is an error naming it).
 """
 
 from __future__ import annotations
 
 import re
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.zipped_xml import opened_zip, part_xml
 
-__all__ = ["odt_to_text"]
+__all__ = ["OpenDocumentParts", "document_title", "odt_to_text", "opendocument_parts"]
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -34,7 +31,6 @@ DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
 STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
 SVG = "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"
 DC = "http://purl.org/dc/elements/1.1/"
-MAX_PART_BYTES = 64 * 2**20  # content.xml unpacked: more is a zip bomb, not a document
 NOT_READ = {f"{{{TEXT}}}{name}" for name in ("table-of-content", "alphabetical-index", "illustration-index",
                                               "table-index", "object-index", "user-index", "bibliography",
                                               "tracked-changes", "note", "sequence-decls", "variable-decls",
@@ -45,26 +41,44 @@ ROMAN = (("m", 1000), ("cm", 900), ("d", 500), ("cd", 400), ("c", 100), ("xc", 9
          ("x", 10), ("ix", 9), ("v", 5), ("iv", 4), ("i", 1))
 
 
+@dataclass(frozen=True)
+class OpenDocumentParts:
+    """The parsed parts of an OpenDocument file that its text is read from (styles and meta are optional)."""
+
+    content: ElementTree.Element
+    styles: ElementTree.Element | None
+    meta: ElementTree.Element | None
+
+
+def opendocument_parts(path: Path, kind: str) -> OpenDocumentParts:
+    """content.xml, styles.xml and meta.xml of the ``kind`` (``.odt``, ``.ods``) file at ``path``."""
+    damaged = "not an OpenDocument file, or a damaged one"
+    with opened_zip(path, f"not a readable {kind} file; an {kind} file is a zip of OpenDocument XML, and a "
+                          "password-protected one must be saved without its password first") as archive:
+        names = set(archive.namelist())
+        return OpenDocumentParts(
+            content=part_xml(path, archive, "content.xml", damaged),
+            styles=part_xml(path, archive, "styles.xml", damaged) if "styles.xml" in names else None,
+            meta=part_xml(path, archive, "meta.xml", damaged) if "meta.xml" in names else None)
+
+
+def document_title(parts: OpenDocumentParts) -> str:
+    """The title the document's properties give it ('' without one)."""
+    found = parts.meta.findtext(f".//{{{DC}}}title") if parts.meta is not None else None
+    return re.sub(r"\s+", " ", found or "").strip()
+
+
 def odt_to_text(path: Path) -> tuple[str, str]:
     """(title, text): the document's title, else its first heading ('' when neither), and its paragraphs
     separated by blank lines."""
-    try:
-        with zipfile.ZipFile(path) as document:
-            content = _xml(path, document, "content.xml")
-            meta = _xml(path, document, "meta.xml") if "meta.xml" in document.namelist() else None
-            styles = _xml(path, document, "styles.xml") if "styles.xml" in document.namelist() else None
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError) as exc:
-        raise DataError(f"{path}: not a readable .odt file ({exc}); an .odt file is a zip of OpenDocument XML, "
-                        "and a password-protected one must be saved without its password first") from exc
-    body = content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}text")
+    parts = opendocument_parts(path, ".odt")
+    body = parts.content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}text")
     if body is None:
         raise DataError(f"{path}: content.xml holds no text body (office:text); is it a spreadsheet or "
                         "presentation saved as .odt?")
-    reader = _Reader(_list_styles(content, styles), _title_styles(content, styles))
+    reader = _Reader(_list_styles(parts.content, parts.styles), _title_styles(parts.content, parts.styles))
     reader.blocks(body)
-    title = re.sub(r"\s+", " ", meta.findtext(f".//{{{DC}}}title") or "").strip() if meta is not None else ""
-    if not title:
-        title = next((p.lstrip("#").strip() for p in reader.paragraphs if p.startswith("#")), "")
+    title = document_title(parts) or next((p.lstrip("#").strip() for p in reader.paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(reader.paragraphs)
 
 
@@ -209,16 +223,3 @@ def _title_styles(*roots: ElementTree.Element | None) -> set[str]:
             seen.add(current)
             current = parents.get(current, "")
     return titles | {"Title"}
-
-
-def _xml(path: Path, document: zipfile.ZipFile, member: str) -> ElementTree.Element:
-    try:
-        info = document.getinfo(member)
-    except KeyError as exc:
-        raise DataError(f"{path}: {member} is missing; not an OpenDocument text file, or a damaged one") from exc
-    if info.file_size > MAX_PART_BYTES:
-        raise DataError(f"{path}: {member} unpacks to {info.file_size:,} bytes, more than {MAX_PART_BYTES:,}; not read")
-    try:
-        return ElementTree.fromstring(document.read(info))
-    except (ElementTree.ParseError, LookupError) as exc:  # LookupError: an encoding Python does not know
-        raise DataError(f"{path}: {member} is not well-formed XML ({exc}); the file is damaged") from exc

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import re
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -44,6 +45,34 @@ def assert_needs_extra(path, module: str, extra: str, monkeypatch) -> None:
     with pytest.raises(MissingDependencyError, match=rf"crag-grader\[{extra}\]") as caught:
         read_document(path)
     assert caught.value.extra == extra
+
+
+OPENDOCUMENT_NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+                   'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+                   'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+                   'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+                   'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+                   'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+                   'xmlns:dc="http://purl.org/dc/elements/1.1/"')
+
+
+# the records a spreadsheet's "Billing" sheet reads as, in the workbook tests of every spreadsheet format
+BILLING_RECORDS = (
+    "sheet: Billing\nquestion: Can I pay by invoice?\nanswer: Yes, on the Business plan.\nupdated: 2024-03-01",
+    "sheet: Billing\nquestion: What is the refund window?\nanswer: 30 days\nupdated: 2024-05-02 09:30")
+
+
+def write_opendocument(path, kind: str, body: str, *, styles: str = "", title: str | None = None) -> None:
+    """An OpenDocument file (``kind``: "text" or "spreadsheet") of content.xml with ``body`` inside its
+    ``office:<kind>`` element, automatic ``styles``, and a meta.xml with ``title`` when one is given."""
+    with zipfile.ZipFile(path, "w") as document:
+        document.writestr("mimetype", f"application/vnd.oasis.opendocument.{kind}")
+        document.writestr("content.xml", f"<office:document-content {OPENDOCUMENT_NS}><office:automatic-styles>"
+                                         f"{styles}</office:automatic-styles><office:body><office:{kind}>{body}"
+                                         f"</office:{kind}></office:body></office:document-content>")
+        if title is not None:
+            document.writestr("meta.xml", f"<office:document-meta {OPENDOCUMENT_NS}><office:meta><dc:title>{title}"
+                                          "</dc:title></office:meta></office:document-meta>")
 
 
 def make_chunk(cid, text, tenant="a", roles=(), **kw):

@@ -7,25 +7,11 @@ import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.documents import read_document
-
-NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-      'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-      'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
-      'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
-      'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
-      'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
-      'xmlns:dc="http://purl.org/dc/elements/1.1/"')
+from tests.pipeline.conftest import write_opendocument
 
 
 def write_odt(path, body: str, styles: str = "", meta_title: str | None = None) -> None:
-    with zipfile.ZipFile(path, "w") as document:
-        document.writestr("mimetype", "application/vnd.oasis.opendocument.text")
-        document.writestr("content.xml", f'<office:document-content {NS}><office:automatic-styles>{styles}'
-                                         f"</office:automatic-styles><office:body><office:text>{body}"
-                                         "</office:text></office:body></office:document-content>")
-        if meta_title is not None:
-            document.writestr("meta.xml", f"<office:document-meta {NS}><office:meta><dc:title>{meta_title}"
-                                          "</dc:title></office:meta></office:document-meta>")
+    write_opendocument(path, "text", body, styles=styles, title=meta_title)
 
 
 def test_what_a_reader_sees_in_order(tmp_path):

@@ -8,7 +8,7 @@ from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.table_text import RECORD_SEPARATOR
 from pipeline.retrieval.xlsx_text import cell_text
-from tests.pipeline.conftest import assert_needs_extra
+from tests.pipeline.conftest import BILLING_RECORDS, assert_needs_extra
 
 openpyxl = pytest.importorskip("openpyxl")
 
@@ -43,8 +43,7 @@ def test_each_visible_sheet_is_read_as_records_named_by_their_sheet(tmp_path):
     title, text = read_document(path)
     assert title == "Pricing and billing"
     assert text.split(RS) == [
-        "sheet: Billing\nquestion: Can I pay by invoice?\nanswer: Yes, on the Business plan.\nupdated: 2024-03-01",
-        "sheet: Billing\nquestion: What is the refund window?\nanswer: 30 days\nupdated: 2024-05-02 09:30",
+        *BILLING_RECORDS,
         "sheet: Prices\nplan: Team\nprice per seat: 12.5\nannual: TRUE",
         "sheet: Prices\nplan: Business\nprice per seat: 30\nannual: FALSE",
     ]

@@ -1,0 +1,55 @@
+"""Reading the XML parts of zip-packaged documents (EPUB, OpenDocument) safely: every failure a DataError naming
+the file.
+
+A damaged zip (a bad deflate stream, a password, a compression zipfile cannot read), a missing part, a part that
+unpacks past a size cap (a zip bomb, not a document) or XML that is not well formed is the file's problem, said
+with its name, never an exception from zipfile or expat. XML is parsed by :mod:`xml.etree.ElementTree`, which
+resolves no external entity and, with the expat that Python ships, refuses entity expansion bombs.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from xml.etree import ElementTree
+
+from models.errors import DataError
+
+__all__ = ["MAX_PART_BYTES", "opened_zip", "part_bytes", "part_xml"]
+
+MAX_PART_BYTES = 64 * 2**20  # one part unpacked (a chapter, content.xml): more is a zip bomb, not a document
+ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError)
+
+
+@contextmanager
+def opened_zip(path: Path, unreadable: str) -> Iterator[zipfile.ZipFile]:
+    """The zip at ``path``; a zip-level failure while it is open is a DataError: "<path>: <unreadable> (<why>)"."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            yield archive
+    except ZIP_ERRORS as exc:  # a damaged deflate stream, a password-protected zip, an unknown compression
+        raise DataError(f"{path}: {unreadable} ({exc})") from exc
+
+
+def part_bytes(path: Path, archive: zipfile.ZipFile, member: str, damaged: str = "the file is damaged") -> bytes:
+    """The unpacked bytes of ``member``; missing or past :data:`MAX_PART_BYTES` is a DataError."""
+    try:
+        info = archive.getinfo(member)
+    except KeyError as exc:
+        raise DataError(f"{path}: {member} is missing; {damaged}") from exc
+    if info.file_size > MAX_PART_BYTES:
+        raise DataError(f"{path}: {member} unpacks to {info.file_size:,} bytes, more than {MAX_PART_BYTES:,}; "
+                        "not read")
+    return archive.read(info)
+
+
+def part_xml(path: Path, archive: zipfile.ZipFile, member: str, damaged: str = "the file is damaged"
+             ) -> ElementTree.Element:
+    """The parsed XML of ``member``; not well formed (or in an encoding Python does not know) is a DataError."""
+    try:
+        return ElementTree.fromstring(part_bytes(path, archive, member, damaged))
+    except (ElementTree.ParseError, LookupError) as exc:
+        raise DataError(f"{path}: {member} is not well-formed XML ({exc}); {damaged}") from exc
