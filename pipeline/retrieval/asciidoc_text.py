@@ -28,11 +28,11 @@ __all__ = ["asciidoc_to_text"]
 
 ADMONITION_NAMES = ("NOTE", "TIP", "IMPORTANT", "WARNING", "CAUTION")
 ADMONITION_PARAGRAPH = re.compile(rf"^({'|'.join(ADMONITION_NAMES)}):\s+(.*)$")
-ATTRIBUTE_ENTRY = re.compile(r"^:(!?[\w][\w-]*!?):(?:\s+(.*?))?\s*$")
+ATTRIBUTE_ENTRY = re.compile(r"^:(!?[\w][\w-]*!?):(?:\s+(.*))?$")  # the value is stripped after
 BLOCK_ATTRIBUTES = re.compile(r"^\[(.*)\]$")
 BLOCK_TITLE = re.compile(r"^\.([^.\s].*)$")
-SECTION = re.compile(r"^(={1,6}|#{1,6})\s+(.+?)(?:\s+\1)?\s*$")
-DIRECTIVE = re.compile(r"^(?:ifdef|ifndef|ifeval|endif|include|toc|tag|end)::.*\[.*\]\s*$")
+SECTION = re.compile(r"^(={1,6}|#{1,6})\s+(\S.*)$")  # a closing run of the same marks is stripped after
+DIRECTIVE = re.compile(r"^(?:ifdef|ifndef|ifeval|endif|include|toc|tag|end)::[^\[]*\[.*\]\s*$")
 BLOCK_IMAGE = re.compile(r"^image::([^\[]*)\[(.*)\]\s*$")
 DELIMITER = re.compile(r"^(-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|--|[|,:!]={3,})\s*$")
 LIST_ITEM = re.compile(r"^\s*(\*{1,5}|-|\.{1,5}|\d+\.|[a-zA-Z]\.)\s+(.*)$")
@@ -64,14 +64,14 @@ def _header(lines: list[str], attributes: dict[str, str]) -> tuple[str, int]:
     i = 0
     while i < len(lines) and (not lines[i].strip() or lines[i].startswith("//")):
         i += 1
-    header = re.match(r"^=\s+(.+?)\s*$", lines[i]) if i < len(lines) else None
+    header = re.match(r"^=\s+(\S.*)$", lines[i]) if i < len(lines) else None
     if header is None:
         return "", 0
     i += 1
     while i < len(lines) and lines[i].strip():
         _set_attribute(lines[i], attributes)
         i += 1
-    return _inline(header.group(1), attributes), i
+    return _inline(header.group(1).strip(), attributes), i
 
 
 def _set_attribute(line: str, attributes: dict[str, str]) -> bool:
@@ -83,7 +83,7 @@ def _set_attribute(line: str, attributes: dict[str, str]) -> bool:
     if name.startswith("!") or name.endswith("!"):
         attributes.pop(name.strip("!"), None)
     else:
-        attributes[name] = _inline(entry.group(2) or "", attributes)
+        attributes[name] = _inline((entry.group(2) or "").strip(), attributes)
     return True
 
 
@@ -124,7 +124,7 @@ class _Reader:
                 continue
             section = SECTION.match(line)
             if section:
-                out.append("#" * len(section.group(1)) + " " + self._inline(section.group(2)))
+                out.append("#" * len(section.group(1)) + " " + self._inline(_section_title(section)))
                 style, self.counters = [], {}
                 continue
             image = BLOCK_IMAGE.match(stripped)
@@ -215,6 +215,15 @@ class _Reader:
         return _inline(text, self.attributes)
 
 
+def _section_title(section: re.Match[str]) -> str:
+    """A section line's title, without the closing run of its marks (``== Setup ==``)."""
+    title = section.group(2).rstrip()
+    marks = section.group(1)
+    if title.endswith(marks) and title[:-len(marks)].endswith((" ", "\t")):
+        title = title[:-len(marks)].rstrip()
+    return title
+
+
 def _starts_block(line: str) -> bool:
     """Whether ``line`` opens a block of its own rather than continuing a paragraph."""
     stripped = line.strip()
@@ -257,20 +266,21 @@ def _dedented(lines: list[str]) -> list[str]:
     return [s[indent:] for s in lines]
 
 
-INLINE_CODE = re.compile(r"(`+)(.+?)\1")
-MACRO_WITH_TEXT = re.compile(r"\b(?:link|mailto|xref):([^\s\[]*)\[([^\]]*)\]")
-URL_WITH_TEXT = re.compile(r"\b((?:https?|ftp|irc)://[^\s\[]+)\[([^\]]*)\]")
-CROSS_REFERENCE = re.compile(r"<<([^,>]+)(?:,\s*([^>]+))?>>")
-INLINE_IMAGE = re.compile(r"\bimage:([^\s\[]+)\[([^\]]*)\]")
-UI_MACRO = re.compile(r"\b(kbd|btn|menu):([^\s\[]*)\[([^\]]*)\]")
-FOOTNOTE = re.compile(r"\bfootnote(?:ref)?:[\w-]*\[(?:[^\[\]]|\[[^\]]*\])*\]")
-PASS_MACRO = re.compile(r"\bpass:[a-z,]*\[([^\]]*)\]")
-INDEX_TERM = re.compile(r"\(\(\((.+?)\)\)\)|\(\((.+?)\)\)")
+# every inner class below excludes its own delimiters, so that a match that fails stops at the next one: linear
+MACRO_WITH_TEXT = re.compile(r"\b(?:link|mailto|xref):([^\s\[]*)\[([^\[\]]*)\]")
+URL_WITH_TEXT = re.compile(r"\b((?:https?|ftp|irc)://[^\s\[]+)\[([^\[\]]*)\]")
+CROSS_REFERENCE = re.compile(r"<<([^,<>]+)(?:,\s*([^<>]+))?>>")
+INLINE_IMAGE = re.compile(r"\bimage:([^\s\[]+)\[([^\[\]]*)\]")
+UI_MACRO = re.compile(r"\b(kbd|btn|menu):([^\s\[]*)\[([^\[\]]*)\]")
+FOOTNOTE = re.compile(r"\bfootnote(?:ref)?:[\w-]*\[(?:[^\[\]]|\[[^\[\]]*\])*\]")
+PASS_MACRO = re.compile(r"\bpass:[a-z,]*\[([^\[\]]*)\]")
+INDEX_TERM = re.compile(r"\(\(\(([^()]+)\)\)\)|\(\(([^()]+)\)\)")
 ROLE_SPAN = re.compile(r"\[[.#][\w.#-]*\]#([^#]+)#")
 ATTRIBUTE_REFERENCE = re.compile(r"(?<!\\)\{([\w][\w-]*)\}")
-MARKS = (re.compile(r"\*\*(.+?)\*\*"), re.compile(r"__(.+?)__"), re.compile(r"##(.+?)##"),
-         re.compile(r"(?<![\w*\\])\*(\S(?:.*?\S)?)\*(?![\w*])"), re.compile(r"(?<![\w\\])_(\S(?:.*?\S)?)_(?!\w)"),
-         re.compile(r"(?<![\w#\\])#(\S(?:.*?\S)?)#(?![\w#])"))
+MARKS = (re.compile(r"\*\*([^*]+)\*\*"), re.compile(r"__([^_]+)__"), re.compile(r"##([^#]+)##"),
+         re.compile(r"(?<![\w*\\])\*([^*\s](?:[^*]*[^*\s])?)\*(?![\w*])"),
+         re.compile(r"(?<![\w\\])_([^_\s](?:[^_]*[^_\s])?)_(?!\w)"),
+         re.compile(r"(?<![\w#\\])#([^#\s](?:[^#]*[^#\s])?)#(?![\w#])"))
 
 
 def _inline(text: str, attributes: dict[str, str]) -> str:
@@ -278,15 +288,37 @@ def _inline(text: str, attributes: dict[str, str]) -> str:
     one unwrapped)."""
     out: list[str] = []
     at = 0
-    for code in INLINE_CODE.finditer(text):
-        out.append(_prose(text[at:code.start()], attributes))
-        inner = code.group(2)
+    for start, end, inner in _code_spans(text):
+        out.append(_prose(text[at:start], attributes))
         if len(inner) > 2 and inner[0] == "+" and inner[-1] == "+":
             inner = inner[1:-1]
         out.append(f"`{inner}`")
-        at = code.end()
+        at = end
     out.append(_prose(text[at:], attributes))
     return "".join(out).strip()
+
+
+def _code_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, content) of each code span: a run of backticks up to the next run of the same length (one pass
+    over the runs, so that a line of unmatched backticks costs no more than its length)."""
+    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text)]
+    later: dict[int, list[int]] = {}  # run length -> indices of the runs of that length, last first
+    for index in range(len(runs) - 1, -1, -1):
+        later.setdefault(runs[index][1] - runs[index][0], []).append(index)
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        same = later[end - start]
+        while same and same[-1] <= index:
+            same.pop()
+        if not same:
+            index += 1
+            continue
+        closing = same.pop()
+        inner = text[end:runs[closing][0]]
+        if inner.strip():
+            yield start, runs[closing][1], inner
+        index = closing + 1
 
 
 def _prose(text: str, attributes: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ one) reads as the directive fence of the same name does: "Note: ...", "Tip: Titl
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -39,11 +40,12 @@ MYST_OPTION = re.compile(r"^\s*:[\w-]+:")  # ":linenos:", ":caption: Example"
 MYST_TARGET = re.compile(r"^\([\w.:-]+\)=$")
 MYST_ROLE = re.compile(r"\{[\w][\w:+-]*\}$")  # {func} right before a code span
 # ":::{note}", ":::tip[Title]", "::: warning Title": a container's name, then its title (argument) if any
-COLON_FENCE = re.compile(r"^( {0,3})(:{3,})[ \t]*(?:\{([\w][\w:.+-]*)\}|([^\W\d_][\w-]*))[ \t]*(.*?)[ \t]*$")
+COLON_FENCE = re.compile(r"^( {0,3})(:{3,})[ \t]*(?:\{([\w][\w:.+-]*)\}|([^\W\d_][\w-]*))(.*)$")  # title stripped
 COLON_CLOSE = re.compile(r"^ {0,3}(:{3,})[ \t]*$")
 CODE_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 MDX_MODULE = re.compile(r"^(?:import|export)\s")  # an ES module statement opens a line: MDX's imports and exports
-MDX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.DOTALL)
+MAX_NESTING = 16  # directives inside directives read deeper than this are taken as their plain content
+_nesting: ContextVar[int] = ContextVar("markdown_directive_nesting", default=0)
 SILENT_INLINE = frozenset({"link_open", "link_close", "em_open", "em_close", "strong_open", "strong_close",
                            "s_open", "s_close", "html_inline"})  # markup only: what they wrap is still text
 
@@ -175,7 +177,16 @@ def _myst_directive(name: str, argument: str, content: str) -> list[str]:
     if how == "code":
         opening, closing = fence_for(body, language)
         return [opening, *body, closing] if any(line.strip() for line in body) else []
-    text = "\n\n".join(part for part in (argument, markdown_to_text("\n".join(body))[1]) if part)
+    depth = _nesting.get()
+    if depth >= MAX_NESTING:  # directives nested this deep are a crafted file, not documentation
+        content = "\n".join(body).strip()
+    else:
+        token = _nesting.set(depth + 1)
+        try:
+            content = markdown_to_text("\n".join(body))[1]
+        finally:
+            _nesting.reset(token)
+    text = "\n\n".join(part for part in (argument, content) if part)
     return labelled(kind, text).split("\n") if text else []
 
 
@@ -210,7 +221,7 @@ def _colon_fences_as_directives(raw: str) -> str:
             i += 1
             continue
         indent, colons, name = opening.group(1), len(opening.group(2)), opening.group(3) or opening.group(4)
-        argument = opening.group(5)
+        argument = opening.group(5).strip()
         if argument.startswith("[") and argument.endswith("]"):  # Docusaurus: :::tip[Title]
             argument = argument[1:-1].strip()
         depth, end = 0, len(lines)
@@ -248,7 +259,16 @@ def mdx_to_text(raw: str) -> tuple[str, str]:
             in_module = bool(line.strip())  # an ES block ends at a blank line
             continue
         kept.append(line)
-    return markdown_to_text(head + MDX_COMMENT.sub("", "\n".join(kept)))
+    return markdown_to_text(head + _without_mdx_comments("\n".join(kept)))
+
+
+def _without_mdx_comments(text: str) -> str:
+    """``{/* ... */}`` removed in one pass; an unclosed one hides nothing (kept as text)."""
+    out, at = [], 0
+    while (start := text.find("{/*", at)) >= 0 and (end := text.find("*/}", start + 3)) >= 0:
+        out.append(text[at:start])
+        at = end + 3
+    return "".join(out) + text[at:]
 
 
 def _inline(token: Any) -> str:

@@ -323,3 +323,10 @@ def test_an_mdx_page_reads_without_its_module_code_and_comments(tmp_path):
         "Install the package first. Then import your settings.\n\n"
         "```js\nimport lib from 'my-lib';\nexport default lib;\n```\n\n"  # code in a fence is content, kept whole
         "Caution: Node 18 or newer is required.\n\nFast builds are the default."))
+
+
+def test_deeply_nested_fences_are_read_without_exhausting_the_stack():
+    nested = "".join(":::note\n" for _ in range(5000)) + "Inner text.\n"  # each fence opens inside the last
+    assert markdown_to_text(nested)[1].endswith("Inner text.")
+    backticks = "".join("`" * (3 + k) + "{note}\n" for k in range(200)[::-1]) + "Deep.\n"
+    assert markdown_to_text(backticks)[1].endswith("Deep.")
