@@ -2,8 +2,9 @@
 the file.
 
 A damaged zip (a bad deflate stream, a password, a compression zipfile cannot read), a missing part, a part that
-unpacks past a size cap (a zip bomb, not a document) or XML that is not well formed is the file's problem, said
-with its name, never an exception from zipfile or expat. XML is parsed by :mod:`xml.etree.ElementTree`, which
+unpacks past a size cap (a zip bomb, not a document), XML that is not well formed or elements nested deeper than
+any document is (readers walk the tree recursively) is the file's problem, said with its name, never an exception
+from zipfile, expat or the interpreter's stack. XML is parsed by :mod:`xml.etree.ElementTree`, which
 resolves no external entity and, with the expat that Python ships, refuses entity expansion bombs.
 """
 
@@ -18,9 +19,10 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 
-__all__ = ["MAX_PART_BYTES", "opened_zip", "part_bytes", "part_xml"]
+__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "opened_zip", "part_bytes", "part_xml"]
 
 MAX_PART_BYTES = 64 * 2**20  # one part unpacked (a chapter, content.xml): more is a zip bomb, not a document
+MAX_DEPTH = 200  # elements nested deeper than this are a crafted file (documents nest a few dozen deep at most)
 ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError)
 
 
@@ -48,8 +50,23 @@ def part_bytes(path: Path, archive: zipfile.ZipFile, member: str, damaged: str =
 
 def part_xml(path: Path, archive: zipfile.ZipFile, member: str, damaged: str = "the file is damaged"
              ) -> ElementTree.Element:
-    """The parsed XML of ``member``; not well formed (or in an encoding Python does not know) is a DataError."""
+    """The parsed XML of ``member``; not well formed (or in an encoding Python does not know), or nested deeper than
+    :data:`MAX_DEPTH`, is a DataError."""
     try:
-        return ElementTree.fromstring(part_bytes(path, archive, member, damaged))
+        root = ElementTree.fromstring(part_bytes(path, archive, member, damaged))
     except (ElementTree.ParseError, LookupError) as exc:
         raise DataError(f"{path}: {member} is not well-formed XML ({exc}); {damaged}") from exc
+    if _deeper_than(root, MAX_DEPTH):
+        raise DataError(f"{path}: {member} nests elements more than {MAX_DEPTH} deep; not read")
+    return root
+
+
+def _deeper_than(root: ElementTree.Element, limit: int) -> bool:
+    """Whether any element lies more than ``limit`` levels below ``root`` (walked without recursion)."""
+    stack = [(root, 0)]
+    while stack:
+        element, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in element)
+    return False

@@ -77,7 +77,10 @@ def test_a_document_docutils_writes_reads_like_its_source(tmp_path):
     ({"content.xml": '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
                      "<office:body><office:spreadsheet/></office:body></office:document-content>"},
      r"holds no text body"),
-], ids=["not a zip", "broken xml", "no content", "a spreadsheet"])
+    ({"content.xml": '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
+                     + "<x>" * 5000 + "</x>" * 5000 + "</office:document-content>"},
+     r"content\.xml nests elements more than 200 deep"),  # read recursively, it would exhaust the stack
+], ids=["not a zip", "broken xml", "no content", "a spreadsheet", "nested too deep"])
 def test_damaged_and_false_files_are_errors_naming_them(tmp_path, content, error):
     path = tmp_path / "notes.odt"
     if content is None:
