@@ -41,16 +41,19 @@ ATTRIBUTION = re.compile(r"^(?:On\s.+\bwrote:|-+\s*Original Message\s*-+)\s*$", 
 SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (many clients drop the space)
 MBOX_ESCAPED = re.compile(rb"^>(>*From )", re.MULTILINE)  # mboxrd writes a body's "From " line as ">From "
 DISCARDED_LABELS = frozenset({"spam", "trash"})  # Gmail Takeout's X-Gmail-Labels of mail nobody kept
+MAX_FORWARDS = 10  # forwarded messages inside forwarded messages are read this deep; deeper ones are named
 
 
 def eml_to_text(path: Path) -> tuple[str, str]:
     """(subject, text) of the message in ``path``."""
-    data = path.read_bytes()
-    message = email.message_from_bytes(data, policy=email.policy.default)
-    if not any(message.get(name) for name in MAIL_HEADERS):
-        raise DataError(f"{path}: not an e-mail message (none of the headers {', '.join(MAIL_HEADERS)}); an .eml "
-                        "file is one message as a mail program saves it")
-    return _message_text(message)
+    try:
+        message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+        if not any(message.get(name) for name in MAIL_HEADERS):
+            raise DataError(f"{path}: not an e-mail message (none of the headers {', '.join(MAIL_HEADERS)}); an "
+                            ".eml file is one message as a mail program saves it")
+        return _message_text(message)
+    except RecursionError as exc:  # the email package parses and walks nested MIME parts recursively
+        raise DataError(f"{path}: MIME parts nested too deeply to read (a crafted or damaged message)") from exc
 
 
 def mbox_to_text(path: Path) -> tuple[str, str]:
@@ -61,29 +64,37 @@ def mbox_to_text(path: Path) -> tuple[str, str]:
             raise DataError(f"{path}: not an mbox file (an mbox begins with a 'From ' line); a single message "
                             "saved by a mail program is an .eml file")
     box = mailbox.mbox(path, create=False)
-    texts, seen, discarded = [], set(), 0
+    texts: list[str] = []
+    seen: set[str] = set()
+    discarded = unreadable = 0
     try:
         for key in box.iterkeys():
-            message = email.message_from_bytes(MBOX_ESCAPED.sub(rb"\1", box.get_bytes(key)),
-                                               policy=email.policy.default)
-            labels = {label.strip().lower() for label in str(message.get("X-Gmail-Labels") or "").split(",")}
-            if labels & DISCARDED_LABELS:
-                discarded += 1
-                continue
-            message_id = str(message.get("Message-ID") or "").strip()
-            if message_id in seen or not any(message.get(name) for name in MAIL_HEADERS):
+            try:
+                message = email.message_from_bytes(MBOX_ESCAPED.sub(rb"\1", box.get_bytes(key)),
+                                                   policy=email.policy.default)
+                labels = {label.strip().lower() for label in str(message.get("X-Gmail-Labels") or "").split(",")}
+                if labels & DISCARDED_LABELS:
+                    discarded += 1
+                    continue
+                message_id = str(message.get("Message-ID") or "").strip()
+                if message_id in seen or not any(message.get(name) for name in MAIL_HEADERS):
+                    continue
+                texts.append(_message_text(message, subject_in_heading=True)[1])
+            except RecursionError:  # MIME parts nested too deeply: this message, not the mailbox
+                unreadable += 1
                 continue
             if message_id:
                 seen.add(message_id)
-            texts.append(_message_text(message, subject_in_heading=True)[1])
     finally:
         box.close()
     if discarded:
         logger.info("%s: left out %d messages labelled Spam or Trash", path, discarded)
+    if unreadable:
+        logger.warning("%s: left out %d messages whose MIME parts are nested too deeply to read", path, unreadable)
     return "", "\n\n".join(texts)
 
 
-def _message_text(message: EmailMessage, *, subject_in_heading: bool = False) -> tuple[str, str]:
+def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, forwards: int = 0) -> tuple[str, str]:
     subject = _one_line(str(message.get("Subject") or ""))
     header = ", ".join(f"{word} {_one_line(str(message.get(name)))}" for name, word in HEADER_WORDS
                        if message.get(name))
@@ -96,8 +107,10 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False) ->
     attached, forwarded = [], []
     for part in message.iter_attachments():
         inner = part.get_content() if part.get_content_type() == "message/rfc822" else None
-        if isinstance(inner, Message):
-            inner_subject, inner_text = _message_text(inner)  # type: ignore[arg-type]
+        if isinstance(inner, Message) and forwards >= MAX_FORWARDS:
+            attached.append(f"forwarded message {_one_line(str(inner.get('Subject') or ''))}".strip())
+        elif isinstance(inner, Message):
+            inner_subject, inner_text = _message_text(inner, forwards=forwards + 1)  # type: ignore[arg-type]
             forwarded.append(f"Forwarded message: {inner_subject}\n\n{inner_text}" if inner_subject else inner_text)
         elif part.get_filename() is None and (part.get_content_maintype() == "text" or part.is_multipart()):
             more = _body(part)  # an unnamed text part after the first is more of the message, not a file

@@ -141,3 +141,30 @@ def test_a_file_that_is_not_a_mailbox_is_an_error_naming_it(tmp_path):
     path.write_bytes(bytes(message(From="x@example.com", Subject="one message")))
     with pytest.raises(DataError, match=r"inbox\.mbox: not an mbox file .* an \.eml file"):
         read_document(path)
+
+
+def forwarded(depth: int) -> str:
+    """A message forwarding a message forwarding ... ``depth`` times."""
+    text = "Subject: original\nContent-Type: text/plain\n\nThe first words.\n"
+    for level in range(depth):
+        text = (f"From: a@example.com\nSubject: fw {level}\nMIME-Version: 1.0\nContent-Type: multipart/mixed; "
+                f"boundary=b{level}\n\n--b{level}\nContent-Type: text/plain\n\nLevel {level}.\n--b{level}\n"
+                f"Content-Type: message/rfc822\n\n{text}\n--b{level}--\n")
+    return text
+
+
+def test_forwards_are_read_ten_deep_and_crafted_nesting_is_an_error_or_a_skipped_message(tmp_path, caplog):
+    path = tmp_path / "chain.eml"
+    path.write_text(forwarded(12), encoding="utf-8")
+    text = read_document(path)[1]
+    assert "Level 11." in text and "Level 1." in text and "Level 0." not in text  # the 11th forward inside is named
+    assert text.endswith("Attachments: forwarded message fw 0")
+    path.write_text(forwarded(600), encoding="utf-8")  # the email package parses nested parts recursively
+    with pytest.raises(DataError, match=r"chain\.eml: MIME parts nested too deeply to read"):
+        read_document(path)
+    box = tmp_path / "box.mbox"
+    box.write_text(f"From x\n{forwarded(600)}\nFrom y\nFrom: b@example.com\nSubject: ok\n\nA fine message.\n",
+                   encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert read_document(box)[1] == "## ok — From b@example.com\n\nA fine message."
+    assert "left out 1 messages whose MIME parts are nested too deeply" in caplog.text
