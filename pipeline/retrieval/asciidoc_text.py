@@ -37,6 +37,7 @@ BLOCK_IMAGE = re.compile(r"^image::([^\[]*)\[(.*)\]\s*$")
 DELIMITER = re.compile(r"^(-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|--|[|,:!]={3,})\s*$")
 LIST_ITEM = re.compile(r"^\s*(\*{1,5}|-|\.{1,5}|\d+\.|[a-zA-Z]\.)\s+(.*)$")
 LABELED_ITEM = re.compile(r"^(\S.*?)(:{2,4}|;;)(?:\s+(.*))?$")
+MAX_NESTING = 16  # example, sidebar and quote blocks inside one another read this deep
 CELL_SPEC = r"(?:\d+\*)?(?:\d*(?:\.\d+)?\+)?[<^>]?(?:\.[<^>])?[adehlmsv]?"  # 2+, .3+, 3*, ^.^, a, 2+^.^s
 BREAKS = frozenset({"'''", "---", "***", "<<<"})  # thematic and page breaks
 DEFAULT_ATTRIBUTES = {"nbsp": "\u00a0", "sp": " ", "empty": "", "zwsp": "", "amp": "&", "lt": "<", "gt": ">",
@@ -90,8 +91,9 @@ def _set_attribute(line: str, attributes: dict[str, str]) -> bool:
 class _Reader:
     """Blocks of plain text from AsciiDoc lines (one block a paragraph, heading, list item, code block or row)."""
 
-    def __init__(self, attributes: dict[str, str]) -> None:
+    def __init__(self, attributes: dict[str, str], depth: int = 0) -> None:
         self.attributes = attributes
+        self.depth = depth  # blocks this reader's lines sit in
         self.counters: dict[int, int] = {}  # the numbers of an ordered list's items so far, by depth
 
     def read(self, lines: list[str]) -> list[str]:
@@ -189,7 +191,9 @@ class _Reader:
         if mark == "+" or kind == "pass":
             text = html_to_text("\n".join(body))[1].strip()
             return [text] if text else []
-        inner = _Reader(self.attributes).read(body)
+        if self.depth >= MAX_NESTING:  # blocks nested this deep are a crafted file: their lines as they are
+            return [text] if (text := "\n".join(line for line in body if line.strip())) else []
+        inner = _Reader(self.attributes, self.depth + 1).read(body)
         if mark == "_" or kind in ("quote", "verse"):
             return ["\n".join(f"> {line}" for block in inner for line in block.split("\n"))]
         label = style[0] if style and style[0] in ADMONITION_NAMES else ""

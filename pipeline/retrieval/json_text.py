@@ -24,8 +24,27 @@ __all__ = ["json_to_text", "jsonl_to_text"]
 LIST_ITEMS = 50  # plain values of one list shown, then how many more
 
 
+NESTED_TOO_DEEP = "values nested too deeply to read (a crafted or damaged file)"
+
+
 def jsonl_to_text(raw: str) -> tuple[str, str]:
     """('', records) of JSON Lines: one value a line (blank lines allowed)."""
+    try:
+        return _jsonl_records(raw)
+    except RecursionError as exc:  # json and the flattening below recurse once per level of nesting
+        raise DataError(NESTED_TOO_DEEP) from exc
+
+
+def json_to_text(raw: str) -> tuple[str, str]:
+    """('', records) of a JSON document: its top-level array's items, or its top-level object's arrays of
+    objects (see the module's docstring)."""
+    try:
+        return _json_records(raw)
+    except RecursionError as exc:
+        raise DataError(NESTED_TOO_DEEP) from exc
+
+
+def _jsonl_records(raw: str) -> tuple[str, str]:
     records = []
     for number, line in enumerate(raw.split("\n"), start=1):
         if line.strip():
@@ -38,9 +57,7 @@ def jsonl_to_text(raw: str) -> tuple[str, str]:
     return "", join_records(records)
 
 
-def json_to_text(raw: str) -> tuple[str, str]:
-    """('', records) of a JSON document: its top-level array's items, or its top-level object's arrays of
-    objects (see the module's docstring)."""
+def _json_records(raw: str) -> tuple[str, str]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:

@@ -28,6 +28,8 @@ def notebook_to_text(raw: str) -> tuple[str, str]:
         notebook = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise DataError(f"not a Jupyter notebook: invalid JSON ({exc})") from exc
+    except RecursionError as exc:  # json recurses once per level of nesting
+        raise DataError("not a Jupyter notebook: JSON nested too deeply to read") from exc
     cells = _cells(notebook)
     found = notebook.get("metadata")
     metadata: dict[str, Any] = found if isinstance(found, dict) else {}

@@ -128,3 +128,8 @@ def test_unclosed_markup_costs_time_linear_in_its_length():
                  "((", "(((a", "[.x]#", "`a", "``a`"):
         asciidoc_to_text(atom * 40_000)
     assert time.perf_counter() - start < 30
+
+
+def test_blocks_nested_past_sixteen_deep_read_as_their_lines():
+    nested = "".join("=" * (4 + k) + "\n" for k in range(3000)[::-1]) + "Inner words.\n"  # each block opens inside
+    assert asciidoc_to_text(nested)[1].endswith("Inner words.")

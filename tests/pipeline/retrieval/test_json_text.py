@@ -65,3 +65,9 @@ def test_invalid_json_is_an_error_naming_the_file_and_place(tmp_path):
     whole.write_text('[{"a": 1}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"bad\.json: not valid JSON \(.* at line 2"):
         read_document(whole)
+    for name, crafted in (("deep.json", "[" * 100_000 + "]" * 100_000),
+                          ("deep.jsonl", '{"a":' * 5_000 + "1" + "}" * 5_000)):
+        path = tmp_path / name
+        path.write_text(crafted, encoding="utf-8")  # json and the flattening recurse once a level
+        with pytest.raises(DataError, match=rf"{name.replace('.', '[.]')}: values nested too deeply to read"):
+            read_document(path)

@@ -67,6 +67,7 @@ def test_the_title_comes_from_metadata_and_the_language_from_the_kernel():
     (json.dumps({"nbformat": 2, "worksheets": []}), "nbformat 2: convert it with `jupyter nbconvert"),
     (json.dumps([1, 2]), "no list of cells"),
     (json.dumps({"nbformat": 4, "cells": ["text"]}), "cell 1 is str"),
+    ("[" * 100_000, "JSON nested too deeply to read"),  # json recurses once a level
 ])
 def test_a_file_that_is_not_a_notebook_is_an_error_naming_the_file(tmp_path, raw, message):
     path = tmp_path / "broken.ipynb"
