@@ -7,7 +7,7 @@ import hashlib
 import logging
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,30 +147,17 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
-    if suffix == ".pdf":
-        title, text = _read_pdf(path)
-    elif suffix == ".docx":
-        title, text = docx_to_text(path)
-    elif suffix == ".odt":
-        title, text = odt_to_text(path)
-    elif suffix == ".pptx":
-        title, text = pptx_to_text(path)
-    elif suffix == ".xlsx":
-        title, text = xlsx_to_text(path)
-    elif suffix == ".ods":
-        title, text = ods_to_text(path)
-    elif suffix == ".eml":
-        title, text = eml_to_text(path)
-    elif suffix == ".mbox":
-        title, text = mbox_to_text(path)
-    elif suffix == ".epub":
-        title, text = epub_to_text(path)
-    else:
-        raw = _decoded(path, encoding)
-        try:
-            title, text = TEXT_READERS.get(suffix, _plain_text)(raw)
-        except DataError as exc:
-            raise DataError(f"{path}: {exc}") from exc
+    try:
+        if suffix in FILE_READERS:
+            title, text = FILE_READERS[suffix](path)
+        else:
+            raw = _decoded(path, encoding)
+            try:
+                title, text = TEXT_READERS.get(suffix, _plain_text)(raw)
+            except DataError as exc:
+                raise DataError(f"{path}: {exc}") from exc
+    except RecursionError as exc:  # a reader (or the library under it) walking a crafted file's nesting
+        raise DataError(f"{path}: nested too deeply to read (a crafted or damaged file)") from exc
     return title or path.stem, text  # a document without a title of its own is named by its file
 
 
@@ -258,6 +245,12 @@ def _read_pdf(path: Path) -> tuple[str, str]:
     if not text:
         raise DataError(f"{path}: the PDF has no extractable text (scanned images need OCR first)")
     return title, text
+
+
+# readers of the file itself (binary formats, or ones that find their own encoding); the rest read decoded text
+FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
+    ".pdf": _read_pdf, ".docx": docx_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text, ".xlsx": xlsx_to_text,
+    ".ods": ods_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text, ".epub": epub_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:
