@@ -22,6 +22,7 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
+from pipeline.retrieval.odp_text import odp_to_text
 from pipeline.retrieval.ods_text import ods_to_text
 from pipeline.retrieval.odt_text import odt_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
@@ -45,7 +46,8 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
-             ".docx", ".odt", ".pptx", ".csv", ".tsv", ".xlsx", ".ods", ".json", ".jsonl", ".eml", ".mbox", ".epub")
+             ".docx", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".ods", ".json", ".jsonl", ".eml", ".mbox",
+             ".epub")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -138,10 +140,11 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
-    Word (.docx), OpenDocument text (.odt), PowerPoint (.pptx), table (.csv, .tsv, Excel .xlsx, OpenDocument .ods:
-    one record per row), JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a
-    mailbox) or e-book (.epub) file. ``encoding``: the charset of text files that are not UTF-8 (an unknown name is
-    a ConfigError, :func:`check_encoding`); without it such a file is an error."""
+    Word (.docx), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument presentation (.odp), table (.csv,
+    .tsv, Excel .xlsx, OpenDocument .ods: one record per row), JSON data (.json, .jsonl: one record per object),
+    e-mail (.eml: one message; .mbox: a mailbox) or e-book (.epub) file. ``encoding``: the charset of text files
+    that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a file is an
+    error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -250,7 +253,7 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 # readers of the file itself (binary formats, or ones that find their own encoding); the rest read decoded text
 FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".pdf": _read_pdf, ".docx": docx_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text, ".xlsx": xlsx_to_text,
-    ".ods": ods_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text, ".epub": epub_to_text}
+    ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text, ".epub": epub_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -22,7 +22,8 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml
 
-__all__ = ["OpenDocumentParts", "document_title", "odt_to_text", "opendocument_parts"]
+__all__ = ["OpenDocumentParts", "TextReader", "document_title", "list_styles", "odt_to_text", "opendocument_parts",
+           "title_styles"]
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -76,19 +77,27 @@ def odt_to_text(path: Path) -> tuple[str, str]:
     if body is None:
         raise DataError(f"{path}: content.xml holds no text body (office:text); is it a spreadsheet or "
                         "presentation saved as .odt?")
-    reader = _Reader(_list_styles(parts.content, parts.styles), _title_styles(parts.content, parts.styles))
+    reader = TextReader(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles))
     reader.blocks(body)
     title = document_title(parts) or next((p.lstrip("#").strip() for p in reader.paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(reader.paragraphs)
 
 
 @dataclass
-class _Reader:
-    """Paragraphs from the body's elements, in order."""
+class TextReader:
+    """Paragraphs from the body's elements, in order (also the text boxes of a presentation's frames)."""
 
     list_styles: dict[str, dict[int, tuple[str, str, str]]]  # style -> level -> (num-format, prefix, suffix)
     title_styles: set[str]
     paragraphs: list[str] = field(default_factory=list)
+
+    def read(self, element: ElementTree.Element) -> list[str]:
+        """The paragraphs of ``element``'s children, apart from those read before."""
+        start = len(self.paragraphs)
+        self.blocks(element)
+        found = self.paragraphs[start:]
+        del self.paragraphs[start:]
+        return found
 
     def blocks(self, parent: ElementTree.Element, list_style: str = "", depth: int = 0) -> None:
         for child in parent:
@@ -189,7 +198,7 @@ def _numeral(number: int, num_format: str) -> str:
     return str(number)
 
 
-def _list_styles(*roots: ElementTree.Element | None) -> dict[str, dict[int, tuple[str, str, str]]]:
+def list_styles(*roots: ElementTree.Element | None) -> dict[str, dict[int, tuple[str, str, str]]]:
     """Each list style's numbered levels: {style: {level: (num-format, prefix, suffix)}}; bullet levels absent."""
     styles: dict[str, dict[int, tuple[str, str, str]]] = {}
     for root in roots:
@@ -205,7 +214,7 @@ def _list_styles(*roots: ElementTree.Element | None) -> dict[str, dict[int, tupl
     return styles
 
 
-def _title_styles(*roots: ElementTree.Element | None) -> set[str]:
+def title_styles(*roots: ElementTree.Element | None) -> set[str]:
     """The paragraph styles that are (or derive from) the Title style."""
     parents: dict[str, str] = {}
     for root in roots:

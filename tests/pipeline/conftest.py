@@ -53,6 +53,8 @@ OPENDOCUMENT_NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1
                    'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
                    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
                    'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+                   'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
+                   'xmlns:xlink="http://www.w3.org/1999/xlink" '
                    'xmlns:dc="http://purl.org/dc/elements/1.1/"')
 
 
@@ -63,7 +65,7 @@ BILLING_RECORDS = (
 
 
 def write_opendocument(path, kind: str, body: str, *, styles: str = "", title: str | None = None) -> None:
-    """An OpenDocument file (``kind``: "text" or "spreadsheet") of content.xml with ``body`` inside its
+    """An OpenDocument file (``kind``: "text", "spreadsheet" or "presentation") of content.xml with ``body`` inside its
     ``office:<kind>`` element, automatic ``styles``, and a meta.xml with ``title`` when one is given."""
     with zipfile.ZipFile(path, "w") as document:
         document.writestr("mimetype", f"application/vnd.oasis.opendocument.{kind}")

@@ -1,0 +1,114 @@
+"""The readable text of an OpenDocument presentation (``.odp``: LibreOffice Impress), read with the standard
+library.
+
+Read as a PowerPoint file is (:mod:`pipeline.retrieval.pptx_text`): slides in order, each opened by its title as a
+``## `` heading ("## Slide 4" for a slide without one; an empty untitled slide is left out), then its other frames
+in reading order (top to bottom, then left to right; a group's frames where the group stands): text boxes as an
+OpenDocument text's paragraphs are read (:mod:`pipeline.retrieval.odt_text`: list items with their labels, tables
+as rows), pictures by their alt text ("Image: ...", unless a program wrote it), then the speaker notes ("Notes:
+..."). Footers, dates and slide numbers are page furniture and are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from xml.etree import ElementTree
+
+from models.errors import DataError
+from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.odt_text import (
+    DRAW,
+    OFFICE,
+    SVG,
+    TABLE,
+    TextReader,
+    document_title,
+    list_styles,
+    opendocument_parts,
+    title_styles,
+)
+
+__all__ = ["odp_to_text"]
+
+PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
+FURNITURE = frozenset({"footer", "date-time", "page-number", "header"})
+LENGTH = re.compile(r"^\s*(-?[\d.]+)\s*(cm|mm|in|pt|pc|px)?\s*$")
+TO_POINTS = {"cm": 72 / 2.54, "mm": 72 / 25.4, "in": 72.0, "pt": 1.0, "pc": 12.0, "px": 0.75, None: 1.0}
+
+
+def odp_to_text(path: Path) -> tuple[str, str]:
+    """(title, text): the presentation's title, else its first slide title ('' when neither), and the slides."""
+    parts = opendocument_parts(path, ".odp")
+    body = parts.content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}presentation")
+    if body is None:
+        raise DataError(f"{path}: content.xml holds no presentation (office:presentation); is it a text document "
+                        "saved as .odp?")
+    reader = TextReader(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles))
+    blocks: list[str] = []
+    first_title = ""
+    for number, page in enumerate(body.findall(f"{{{DRAW}}}page"), start=1):
+        title = ""
+        content: list[str] = []
+        for frame in _frames_in_reading_order(page):
+            kind = frame.get(f"{{{PRESENTATION}}}class", "")
+            if kind in FURNITURE:
+                continue
+            if kind == "title" and not title:
+                title = " ".join(" ".join(_text(reader, frame)).split())
+                continue
+            content += _frame_blocks(reader, frame)
+        notes = page.find(f"{{{PRESENTATION}}}notes")
+        if notes is not None:
+            text = "\n".join(_text(reader, notes))
+            if text:
+                content.append(f"Notes: {text}")
+        first_title = first_title or title
+        if title or content:  # an empty slide without a title is no section
+            blocks += [f"## {title or f'Slide {number}'}", *content]
+    return document_title(parts) or first_title, "\n\n".join(blocks)
+
+
+def _frames_in_reading_order(container: ElementTree.Element) -> list[ElementTree.Element]:
+    """The frames of a slide, top to bottom and then left to right, a group's frames where the group stands."""
+    placed: list[tuple[float, float, list[ElementTree.Element]]] = []
+    for child in container:
+        if child.tag == f"{{{DRAW}}}g":
+            inner = _frames_in_reading_order(child)
+            if inner:
+                placed.append((*_position(inner[0]), inner))
+        elif child.tag == f"{{{DRAW}}}frame":
+            placed.append((*_position(child), [child]))
+    placed.sort(key=lambda item: (item[0], item[1]))
+    return [frame for _, _, frames in placed for frame in frames]
+
+
+def _position(frame: ElementTree.Element) -> tuple[float, float]:
+    return _points(frame.get(f"{{{SVG}}}y")), _points(frame.get(f"{{{SVG}}}x"))
+
+
+def _points(length: str | None) -> float:
+    """An ODF length ("2.5cm", "1in") in points; 0 when absent or unreadable."""
+    found = LENGTH.match(length or "")
+    if not found:
+        return 0.0
+    try:
+        return float(found.group(1)) * TO_POINTS[found.group(2)]
+    except ValueError:
+        return 0.0
+
+
+def _frame_blocks(reader: TextReader, frame: ElementTree.Element) -> list[str]:
+    """A frame's text, table rows, or picture alt text."""
+    if frame.find(f"{{{DRAW}}}text-box") is not None or frame.find(f"{{{TABLE}}}table") is not None:
+        return _text(reader, frame)
+    if frame.find(f"{{{DRAW}}}image") is not None or frame.find(f"{{{DRAW}}}object") is not None:
+        alt = authored(" ".join(part for part in (frame.findtext(f"{{{SVG}}}title"),
+                                                   frame.findtext(f"{{{SVG}}}desc")) if part))
+        return [f"Image: {alt}"] if alt else []
+    return []
+
+
+def _text(reader: TextReader, element: ElementTree.Element) -> list[str]:
+    """The paragraphs the reader makes of ``element``'s text boxes and tables."""
+    return reader.read(element)
