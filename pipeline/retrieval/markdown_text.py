@@ -259,16 +259,7 @@ def mdx_to_text(raw: str) -> tuple[str, str]:
             in_module = bool(line.strip())  # an ES block ends at a blank line
             continue
         kept.append(line)
-    return markdown_to_text(head + _without_mdx_comments("\n".join(kept)))
-
-
-def _without_mdx_comments(text: str) -> str:
-    """``{/* ... */}`` removed in one pass; an unclosed one hides nothing (kept as text)."""
-    out, at = [], 0
-    while (start := text.find("{/*", at)) >= 0 and (end := text.find("*/}", start + 3)) >= 0:
-        out.append(text[at:start])
-        at = end + 3
-    return "".join(out) + text[at:]
+    return markdown_to_text(head + _without_comments("\n".join(kept), "{/*", "*/}"))
 
 
 def _inline(token: Any) -> str:
@@ -292,10 +283,11 @@ def _inline(token: Any) -> str:
     return "".join(parts)
 
 
-def _without_comments(text: str) -> str:
-    """``<!-- ... -->`` removed in one pass; an unclosed comment hides nothing (kept as text)."""
+def _without_comments(text: str, opening: str = "<!--", closing: str = "-->") -> str:
+    """Comments (``<!-- ... -->``, or MDX's ``{/* ... */}``) removed in one pass; an unclosed one hides nothing
+    (kept as text)."""
     out, at = [], 0
-    while (start := text.find("<!--", at)) >= 0 and (end := text.find("-->", start + 4)) >= 0:
+    while (start := text.find(opening, at)) >= 0 and (end := text.find(closing, start + len(opening))) >= 0:
         out.append(text[at:start])
-        at = end + 3
+        at = end + len(closing)
     return "".join(out) + text[at:]

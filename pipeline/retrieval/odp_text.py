@@ -15,19 +15,8 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree
 
-from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
-from pipeline.retrieval.odt_text import (
-    DRAW,
-    OFFICE,
-    SVG,
-    TABLE,
-    TextReader,
-    document_title,
-    list_styles,
-    opendocument_parts,
-    title_styles,
-)
+from pipeline.retrieval.odt_text import DRAW, SVG, TABLE, TextReader, document_title, opendocument_body
 
 __all__ = ["odp_to_text"]
 
@@ -39,12 +28,8 @@ TO_POINTS = {"cm": 72 / 2.54, "mm": 72 / 25.4, "in": 72.0, "pt": 1.0, "pc": 12.0
 
 def odp_to_text(path: Path) -> tuple[str, str]:
     """(title, text): the presentation's title, else its first slide title ('' when neither), and the slides."""
-    parts = opendocument_parts(path, ".odp")
-    body = parts.content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}presentation")
-    if body is None:
-        raise DataError(f"{path}: content.xml holds no presentation (office:presentation); is it a text document "
-                        "saved as .odp?")
-    reader = TextReader(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles))
+    parts, body = opendocument_body(path, ".odp", "presentation", "presentation", "a text document")
+    reader = TextReader.of(parts)
     blocks: list[str] = []
     first_title = ""
     for number, page in enumerate(body.findall(f"{{{DRAW}}}page"), start=1):

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from models.errors import DataError
-from pipeline.retrieval.odt_text import OFFICE, STYLE, TABLE, TEXT, document_title, opendocument_parts
+from pipeline.retrieval.odt_text import OFFICE, STYLE, TABLE, TEXT, document_title, opendocument_body
 from pipeline.retrieval.table_text import join_records, records_text
 
 __all__ = ["ods_to_text"]
@@ -28,11 +27,7 @@ CELL_TAGS = (f"{{{TABLE}}}table-cell", f"{{{TABLE}}}covered-table-cell")
 
 def ods_to_text(path: Path) -> tuple[str, str]:
     """(title, records): the spreadsheet's title ('' without one) and the records of its visible sheets."""
-    parts = opendocument_parts(path, ".ods")
-    body = parts.content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}spreadsheet")
-    if body is None:
-        raise DataError(f"{path}: content.xml holds no spreadsheet (office:spreadsheet); is it a text document "
-                        "saved as .ods?")
+    parts, body = opendocument_body(path, ".ods", "spreadsheet", "spreadsheet", "a text document")
     hidden = _hidden_table_styles(parts.content)
     sheets = [sheet for sheet in body.iter(f"{{{TABLE}}}table")
               if sheet.get(f"{{{TABLE}}}style-name", "") not in hidden]

@@ -22,8 +22,8 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml
 
-__all__ = ["OpenDocumentParts", "TextReader", "document_title", "list_styles", "odt_to_text", "opendocument_parts",
-           "title_styles"]
+__all__ = ["OpenDocumentParts", "TextReader", "document_title", "list_styles", "odt_to_text", "opendocument_body",
+           "opendocument_parts", "title_styles"]
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -63,6 +63,17 @@ def opendocument_parts(path: Path, kind: str) -> OpenDocumentParts:
             meta=part_xml(path, archive, "meta.xml", damaged) if "meta.xml" in names else None)
 
 
+def opendocument_body(path: Path, suffix: str, body: str, what: str, other: str
+                      ) -> tuple[OpenDocumentParts, ElementTree.Element]:
+    """The parts of the ``suffix`` file at ``path`` and its ``office:<body>`` element (``what`` it holds); a file
+    without one (``other`` kinds of document saved under this suffix) is a DataError."""
+    parts = opendocument_parts(path, suffix)
+    found = parts.content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}{body}")
+    if found is None:
+        raise DataError(f"{path}: content.xml holds no {what} (office:{body}); is it {other} saved as {suffix}?")
+    return parts, found
+
+
 def document_title(parts: OpenDocumentParts) -> str:
     """The title the document's properties give it ('' without one)."""
     found = parts.meta.findtext(f".//{{{DC}}}title") if parts.meta is not None else None
@@ -72,12 +83,8 @@ def document_title(parts: OpenDocumentParts) -> str:
 def odt_to_text(path: Path) -> tuple[str, str]:
     """(title, text): the document's title, else its first heading ('' when neither), and its paragraphs
     separated by blank lines."""
-    parts = opendocument_parts(path, ".odt")
-    body = parts.content.find(f"{{{OFFICE}}}body/{{{OFFICE}}}text")
-    if body is None:
-        raise DataError(f"{path}: content.xml holds no text body (office:text); is it a spreadsheet or "
-                        "presentation saved as .odt?")
-    reader = TextReader(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles))
+    parts, body = opendocument_body(path, ".odt", "text", "text body", "a spreadsheet or presentation")
+    reader = TextReader.of(parts)
     reader.blocks(body)
     title = document_title(parts) or next((p.lstrip("#").strip() for p in reader.paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(reader.paragraphs)
@@ -90,6 +97,11 @@ class TextReader:
     list_styles: dict[str, dict[int, tuple[str, str, str]]]  # style -> level -> (num-format, prefix, suffix)
     title_styles: set[str]
     paragraphs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, parts: OpenDocumentParts) -> TextReader:
+        """A reader that knows the document's list and title styles."""
+        return cls(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles))
 
     def read(self, element: ElementTree.Element) -> list[str]:
         """The paragraphs of ``element``'s children, apart from those read before."""
