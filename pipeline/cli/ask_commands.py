@@ -18,7 +18,7 @@ from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
-from pipeline.retrieval.documents import SUPPORTED, Principal
+from pipeline.retrieval.documents import Principal
 from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from models.output import print_json, print_table
 from models.progress import progress
 from models.registry import MODEL_OPTION_HELP
-from pipeline.retrieval.ingest import ingest
+from pipeline.retrieval.ingest import READABLE, ingest
 
 __all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
 
@@ -118,8 +118,8 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     add = isub.add_parser("add", help="add or re-index documents (text, Markdown and MDX, reStructuredText, AsciiDoc, "
                                       "notebooks, HTML, PDF, Word, OpenDocument, PowerPoint, CSV/TSV/Excel/ODS tables, "
-                                      "JSON data, e-mail and mailboxes, e-books) or folders of them")
-    add.add_argument("paths", nargs="+", help=f"files or folders ({' '.join(SUPPORTED)})")
+                                      "JSON data, e-mail and mailboxes, e-books), folders or zip archives of them")
+    add.add_argument("paths", nargs="+", help=f"files, folders or zip archives ({' '.join(READABLE)})")
     where = add.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="local index directory (created if missing)")
     where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")

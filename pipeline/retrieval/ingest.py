@@ -1,4 +1,5 @@
-"""``crag index add``: files or folders of text, Markdown, HTML and PDF into an index.
+"""``crag index add``: files, folders and zip archives of documents (every type ``read_document`` reads) into an
+index.
 
 Re-adding a folder is idempotent: unchanged chunks are counted as such and not re-embedded, a changed
 file's chunks are replaced (nothing stale is left behind), and a file that cannot be read either stops
@@ -10,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from models.errors import DataError, MissingDependencyError
 from models.progress import progress, stage
+from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents
 from pipeline.retrieval.documents import (
     SUPPORTED,
     StoredChunk,
@@ -24,14 +26,14 @@ from pipeline.retrieval.documents import (
     check_name,
     chunk_id_for,
     chunk_text,
-    read_document,
 )
 
-__all__ = ["IngestReport", "WritableIndex", "collect_files", "ingest"]
+__all__ = ["READABLE", "IngestReport", "WritableIndex", "collect_files", "ingest"]
 
 logger = logging.getLogger(__name__)
 
 
+READABLE = (*SUPPORTED, *ARCHIVES)  # what a walk indexes: documents, and zip archives of them
 SAY_WRITE_FROM = 500  # chunks: below this a write takes a few seconds at most and is not announced
 # folders a walk never enters: tools' and packages' own files (a venv or node_modules holds thousands of READMEs)
 NOT_DOCUMENTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
@@ -52,22 +54,22 @@ def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None 
         if path.is_dir():
             files = [p for p in path.rglob("*") if p.is_file()]
             walked = [p for p in files if _walked(p, path)]
-            kept = sorted(p for p in walked if p.suffix.lower() in SUPPORTED)
-            hidden = sum(p.suffix.lower() in SUPPORTED for p in files) - len(kept)
+            kept = sorted(p for p in walked if p.suffix.lower() in READABLE)
+            hidden = sum(p.suffix.lower() in READABLE for p in files) - len(kept)
             if hidden:
                 logger.info("%s: left out %d files in hidden or tool folders", path, hidden)
             if unsupported is not None:
                 unsupported.update(p.suffix.lower() or "(no extension)" for p in walked
-                                   if p.suffix.lower() not in SUPPORTED)
+                                   if p.suffix.lower() not in READABLE)
             found += kept
         elif path.is_file():
-            if path.suffix.lower() not in SUPPORTED:
-                raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
+            if path.suffix.lower() not in READABLE:
+                raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(READABLE)}")
             found.append(path)
         else:
             raise DataError(f"{path}: no such file or folder")
     if not found:
-        raise DataError(f"no {list(SUPPORTED)} files found in {[str(p) for p in paths]}")
+        raise DataError(f"no {list(READABLE)} files found in {[str(p) for p in paths]}")
     return found
 
 
@@ -100,6 +102,19 @@ class IngestReport:
                 "skipped": self.skipped, "unsupported_files": self.unsupported_files}
 
 
+def _documents(files: list[Path], encoding: str | None, unsupported: Counter[str]) -> Iterator[DocumentText]:
+    """Each file read, an archive's members one by one (the types they pass over counted in ``unsupported``)."""
+    for path in files:
+        path = path.resolve()
+        if path.suffix.lower() in ARCHIVES:
+            try:
+                yield from archive_documents(path, encoding=encoding, unsupported=unsupported)
+            except DataError as exc:  # the archive itself is damaged: its error, reported or stopped on like a file's
+                yield DocumentText(str(path), path.name, path.suffix.lower(), error=exc)
+        else:
+            yield DocumentText.read(path, encoding=encoding)
+
+
 def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
            status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900,
            skip_errors: bool = False, encoding: str | None = None) -> IngestReport:
@@ -112,31 +127,32 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     roles = frozenset(check_name("role", r) for r in roles)
     unsupported: Counter[str] = Counter()
     files = collect_files(paths, unsupported)
-    report.unsupported_files = dict(sorted(unsupported.items()))
-    if unsupported:
-        logger.info("passed over %d files of types that cannot be indexed (%s); supported: %s",
-                    sum(unsupported.values()), ", ".join(sorted(unsupported)), ", ".join(SUPPORTED))
-    for path in progress((p.resolve() for p in files), desc="reading documents", total=len(files), unit="file"):
-        try:
-            title, text = read_document(path, encoding=encoding)
-        except (DataError, MissingDependencyError) as exc:  # a .docx without the docx extra is one file's problem
+    archives = any(path.suffix.lower() in ARCHIVES for path in files)  # then more documents than files
+    for document in progress(_documents(files, encoding, unsupported), desc="reading documents",
+                             total=None if archives else len(files), unit="file"):
+        exc = document.error
+        if exc is not None:  # a .docx without the docx extra is one file's problem
             if isinstance(exc, MissingDependencyError) and exc.extra == "rag":
-                raise  # the index's own extra (Markdown, PDF): no file can be skipped around it, nothing is written
+                raise exc  # the index's own extra (Markdown, PDF): no file can be skipped around it, nothing is written
             if not skip_errors:
                 raise type(exc)(f"{exc} (pass --skip-errors to index the other files and report this one)") from exc
-            report.skipped.append({"path": str(path), "reason": str(exc)})
+            report.skipped.append({"path": document.path, "reason": str(exc)})
             continue
-        pieces = chunk_text(text, max_chars=max_chars)
+        pieces = chunk_text(document.text, max_chars=max_chars)
         if not pieces:
-            report.skipped.append({"path": str(path), "reason": "no text"})
+            report.skipped.append({"path": document.path, "reason": "no text"})
             continue
         report.files += 1
         for position, piece in enumerate(pieces):
-            chunks.append(StoredChunk(chunk_id=chunk_id_for(str(path), position, piece, tenant=tenant), text=piece,
-                                      tenant=tenant, source=str(path.name), title=title, position=position,
+            chunks.append(StoredChunk(chunk_id=chunk_id_for(document.path, position, piece, tenant=tenant), text=piece,
+                                      tenant=tenant, source=document.name, title=document.title, position=position,
                                       allowed_roles=roles, status=status, effective_date=effective_date,
                                       authority=authority,
-                                      metadata={"path": str(path), "format": path.suffix.lower().lstrip(".")}))
+                                      metadata={"path": document.path, "format": document.suffix.lstrip(".")}))
+    report.unsupported_files = dict(sorted(unsupported.items()))  # with what archives held
+    if unsupported:
+        logger.info("passed over %d files of types that cannot be indexed (%s); supported: %s",
+                    sum(unsupported.values()), ", ".join(sorted(unsupported)), ", ".join(READABLE))
     write = getattr(index, "write", None)
     announce = len(chunks) >= SAY_WRITE_FROM
     with stage(f"indexing {len(chunks)} chunks (new and changed ones are embedded)") if announce else \
