@@ -23,11 +23,19 @@ from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.documents import SUPPORTED, read_document
 from pipeline.retrieval.zipped_xml import opened_zip, part_bytes
 
-__all__ = ["ARCHIVES", "DocumentText", "archive_documents"]
+__all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "passed_over"]
 
 ARCHIVES = (".zip",)
+# folders whose files are no one's documents: tools' and packages' own (a venv holds thousands of READMEs) and
+# macOS's resource forks in zips; folder walks and archives pass over them, and over hidden ones (".git")
 NOT_DOCUMENTS = frozenset({"__MACOSX", "node_modules", "__pycache__", "site-packages", "venv"})
 UNSAFE_NAME = re.compile(r"[\\/\x00]")
+
+
+def passed_over(parts: tuple[str, ...]) -> bool:
+    """Whether a path of these parts (below the folder walked, or inside an archive) is left out: hidden, or in
+    one of NOT_DOCUMENTS."""
+    return any(part.startswith(".") or part in NOT_DOCUMENTS for part in parts)
 
 
 @dataclass(frozen=True)
@@ -51,9 +59,10 @@ class DocumentText:
             title, text = read_document(path, encoding=encoding)
         except MissingDependencyError as exc:
             return cls(named, path.name, suffix, error=exc)
-        except DataError as exc:  # a copy's path in the message: the member's name instead
-            return cls(named, path.name, suffix, error=DataError(str(exc).replace(str(path), named)) if named != str(
-                path) else exc)
+        except DataError as exc:
+            if named != str(path):  # the message names the copy that was read: name the member instead
+                exc = DataError(str(exc).replace(str(path), named))
+            return cls(named, path.name, suffix, error=exc)
         return cls(named, path.name, suffix, title=title, text=text)
 
 
@@ -65,7 +74,7 @@ def archive_documents(path: Path, *, encoding: str | None = None,
             opened_zip(path, "not a readable zip archive") as archive:
         for number, info in enumerate(archive.infolist()):
             member = PurePosixPath(info.filename.replace("\\", "/").lstrip("/"))
-            if info.is_dir() or any(part.startswith(".") or part in NOT_DOCUMENTS for part in member.parts):
+            if info.is_dir() or passed_over(member.parts):
                 continue
             suffix = member.suffix.lower()
             if suffix not in SUPPORTED:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from models.errors import DataError, MissingDependencyError
 from models.progress import progress, stage
-from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents
+from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents, passed_over
 from pipeline.retrieval.documents import (
     SUPPORTED,
     StoredChunk,
@@ -35,14 +35,12 @@ logger = logging.getLogger(__name__)
 
 READABLE = (*SUPPORTED, *ARCHIVES)  # what a walk indexes: documents, and zip archives of them
 SAY_WRITE_FROM = 500  # chunks: below this a write takes a few seconds at most and is not announced
-# folders a walk never enters: tools' and packages' own files (a venv or node_modules holds thousands of READMEs)
-NOT_DOCUMENTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 
 
 def _walked(path: Path, folder: Path) -> bool:
     """Whether a folder walk indexes ``path``: not hidden (``.git``, ``.venv``, ``.DS_Store``), not inside
-    NOT_DOCUMENTS. Files named on the command line are always indexed."""
-    return not any(part.startswith(".") or part in NOT_DOCUMENTS for part in path.relative_to(folder).parts)
+    ``archives.NOT_DOCUMENTS`` (``__MACOSX`` too). Files named on the command line are always indexed."""
+    return not passed_over(path.relative_to(folder).parts)
 
 
 def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None = None) -> list[Path]:
