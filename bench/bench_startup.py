@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from output import emit  # noqa: E402
 from service_harness import Service  # noqa: E402
 
 PROBE = """
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--model", default="default", help="grader bundle (e.g. fast)")
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout to time the library in too")
-    parser.add_argument("--json", default=None)
+    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     trees = {"this tree": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
     runs: dict[str, list[dict]] = {name: [] for name in trees}
@@ -70,9 +71,7 @@ def main() -> None:
         "service_ready_first_s (builds the demo index)": ready[0],
         "service_ready_later_median_s": statistics.median(ready[1:]) if len(ready) > 1 else None,
     }
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    emit(report, args.json)
 
 
 def _probe(tree: Path, model: str) -> dict:

@@ -102,17 +102,16 @@ class SessionPool:
         options.inter_op_num_threads = 1
         options.graph_optimization_level = self._ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+
         def session(_: int) -> Any:
             return self._ort.InferenceSession(model or str(self._path), options, providers=["CPUExecutionProvider"],
                                               disabled_optimizers=self._rewrites.disabled_optimizers())
 
         free: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        if self.workers == 1:
-            free.put(session(0))
-        else:  # onnxruntime builds a session (graph optimisation, weight packing) without the GIL: all at once
-            with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="crag-onnx-load") as loading:
-                for built in loading.map(session, range(self.workers)):
-                    free.put(built)
+        # onnxruntime builds a session (graph optimisation, weight packing) without the GIL: all at once
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="crag-onnx-load") as loading:
+            for built in loading.map(session, range(self.workers)):
+                free.put(built)
         return free
 
     def _guarded(self, load: Callable[..., T], *args: Any) -> T:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import re
+import textwrap
 from collections.abc import Iterator
 
 from pipeline.retrieval.alt_text import authored
@@ -146,7 +147,7 @@ class _Reader:
     def _paragraph(self, lines: list[str], style: list[str]) -> list[str]:
         kind = (style[0] if style else "").lower()
         if kind in ("source", "listing", "literal") or (not kind and lines[0].startswith(" ")):
-            code = _dedented(lines)
+            code = textwrap.dedent("\n".join(lines)).split("\n")
             opening, closing = fence_for(code, style[1] if kind == "source" and len(style) > 1 else "")
             return ["\n".join([opening, *code, closing])]
         if kind == "pass":
@@ -260,14 +261,11 @@ def _column_count(style: list[str]) -> int:
 
 
 def _positional(attributes: str) -> str:
-    """The first positional attribute of a macro's ``[...]`` (an image's alt text)."""
-    first = next(csv.reader([attributes], skipinitialspace=True), [""])
-    return first[0].strip() if first and "=" not in first[0] else ""
-
-
-def _dedented(lines: list[str]) -> list[str]:
-    indent = min((len(s) - len(s.lstrip()) for s in lines if s.strip()), default=0)
-    return [s[indent:] for s in lines]
+    """The first positional attribute of a macro's ``[...]`` (an image's alt text), its quotes taken off."""
+    first = _attribute_list(attributes)[0]
+    if len(first) > 1 and first[0] == first[-1] == '"':
+        return first[1:-1].strip()
+    return first if "=" not in first else ""
 
 
 # every inner class below excludes its own delimiters, so that a match that fails stops at the next one: linear

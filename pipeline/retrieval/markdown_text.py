@@ -28,7 +28,7 @@ from typing import Any
 from models.deps import require
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.sphinx_names import labelled, reading, role_title
-from pipeline.retrieval.strips import fence_for
+from pipeline.retrieval.strips import FENCE, closes_fence, fence_for
 
 __all__ = ["markdown_to_text", "mdx_to_text"]
 
@@ -42,7 +42,6 @@ MYST_ROLE = re.compile(r"\{[\w][\w:+-]*\}$")  # {func} right before a code span
 # ":::{note}", ":::tip[Title]", "::: warning Title": a container's name, then its title (argument) if any
 COLON_FENCE = re.compile(r"^( {0,3})(:{3,})[ \t]*(?:\{([\w][\w:.+-]*)\}|([^\W\d_][\w-]*))(.*)$")  # title stripped
 COLON_CLOSE = re.compile(r"^ {0,3}(:{3,})[ \t]*$")
-CODE_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 MDX_MODULE = re.compile(r"^(?:import|export)\s")  # an ES module statement opens a line: MDX's imports and exports
 MAX_NESTING = 16  # directives inside directives read deeper than this are taken as their plain content
 _nesting: ContextVar[int] = ContextVar("markdown_directive_nesting", default=0)
@@ -195,10 +194,9 @@ def _code_lines(lines: list[str]) -> list[bool]:
     mask = [False] * len(lines)
     i = 0
     while i < len(lines):
-        code = CODE_FENCE.match(lines[i])
+        code = FENCE.match(lines[i])
         if code:
-            closing = re.compile(rf"^ {{0,3}}{re.escape(code.group(1)[0])}{{{len(code.group(1))},}}[ \t]*$")
-            end = next((j for j in range(i + 1, len(lines)) if closing.match(lines[j])), len(lines) - 1)
+            end = next((j for j in range(i + 1, len(lines)) if closes_fence(lines[j], code.group(1))), len(lines) - 1)
             mask[i:end + 1] = [True] * (end + 1 - i)
             i = end
         i += 1
@@ -236,9 +234,8 @@ def _colon_fences_as_directives(raw: str) -> str:
                     break
                 depth = max(0, depth - 1)
         body = lines[i + 1:end]
-        longest = max((len(m.group(0)) for line in body if (m := re.match(r" {0,3}`+", line))), default=0)
-        fence = indent + "`" * max(3, longest + 1)
-        out += [f"{fence}{{{name}}}" + (f" {argument}" if argument else ""), *body, fence]
+        start_fence, end_fence = fence_for(body, f"{{{name}}}" + (f" {argument}" if argument else ""))
+        out += [indent + start_fence, *body, indent + end_fence]
         i = end + 1
     return "\n".join(out)
 

@@ -15,8 +15,15 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree
 
-from pipeline.retrieval.alt_text import authored
-from pipeline.retrieval.odt_text import DRAW, SVG, TABLE, TextReader, document_title, opendocument_body
+from pipeline.retrieval.odt_text import (
+    DRAW,
+    SVG,
+    TABLE,
+    TextReader,
+    document_title,
+    frame_alt_text,
+    opendocument_body,
+)
 
 __all__ = ["odp_to_text"]
 
@@ -40,12 +47,12 @@ def odp_to_text(path: Path) -> tuple[str, str]:
             if kind in FURNITURE:
                 continue
             if kind == "title" and not title:
-                title = " ".join(" ".join(_text(reader, frame)).split())
+                title = " ".join(" ".join(reader.read(frame)).split())
                 continue
             content += _frame_blocks(reader, frame)
         notes = page.find(f"{{{PRESENTATION}}}notes")
         if notes is not None:
-            text = "\n".join(_text(reader, notes))
+            text = "\n".join(reader.read(notes))
             if text:
                 content.append(f"Notes: {text}")
         first_title = first_title or title
@@ -86,14 +93,8 @@ def _points(length: str | None) -> float:
 def _frame_blocks(reader: TextReader, frame: ElementTree.Element) -> list[str]:
     """A frame's text, table rows, or picture alt text."""
     if frame.find(f"{{{DRAW}}}text-box") is not None or frame.find(f"{{{TABLE}}}table") is not None:
-        return _text(reader, frame)
+        return reader.read(frame)
     if frame.find(f"{{{DRAW}}}image") is not None or frame.find(f"{{{DRAW}}}object") is not None:
-        alt = authored(" ".join(part for part in (frame.findtext(f"{{{SVG}}}title"),
-                                                   frame.findtext(f"{{{SVG}}}desc")) if part))
+        alt = frame_alt_text(frame)
         return [f"Image: {alt}"] if alt else []
     return []
-
-
-def _text(reader: TextReader, element: ElementTree.Element) -> list[str]:
-    """The paragraphs the reader makes of ``element``'s text boxes and tables."""
-    return reader.read(element)

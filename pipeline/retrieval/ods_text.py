@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from pipeline.retrieval.odt_text import OFFICE, STYLE, TABLE, TEXT, document_title, opendocument_body
+from pipeline.retrieval.odt_text import OFFICE, STYLE, TABLE, TEXT, count_attribute, document_title, opendocument_body
 from pipeline.retrieval.table_text import join_records, records_text
 
 __all__ = ["ods_to_text"]
@@ -65,7 +65,7 @@ def _cell_text(cell: ElementTree.Element) -> str:
 
 
 def _repeat(value: str | None) -> int:
-    return min(int(value), MAX_REPEAT) if value and value.isascii() and value.isdigit() else 1
+    return min(count_attribute(value, digits=9), MAX_REPEAT)
 
 
 def _hidden_table_styles(content: ElementTree.Element) -> set[str]:

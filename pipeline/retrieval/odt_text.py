@@ -22,8 +22,8 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml
 
-__all__ = ["OpenDocumentParts", "TextReader", "document_title", "list_styles", "odt_to_text", "opendocument_body",
-           "opendocument_parts", "title_styles"]
+__all__ = ["OpenDocumentParts", "TextReader", "count_attribute", "document_title", "frame_alt_text", "list_styles",
+           "odt_to_text", "opendocument_body", "opendocument_parts", "title_styles"]
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -117,7 +117,7 @@ class TextReader:
             if tag in NOT_READ:
                 continue
             if tag == f"{{{TEXT}}}h":
-                level = min(6, max(1, _count(child.get(f"{{{TEXT}}}outline-level"))))
+                level = min(6, max(1, count_attribute(child.get(f"{{{TEXT}}}outline-level"))))
                 self._paragraph(child, "#" * level + " ")
             elif tag == f"{{{TEXT}}}p":
                 title = child.get(f"{{{TEXT}}}style-name", "") in self.title_styles
@@ -138,7 +138,7 @@ class TextReader:
         for item in element:
             if item.tag not in (f"{{{TEXT}}}list-item", f"{{{TEXT}}}list-header"):
                 continue
-            number = _count(item.get(f"{{{TEXT}}}start-value"), number)
+            number = count_attribute(item.get(f"{{{TEXT}}}start-value"), number)
             label = self._label(style, depth, number) if item.tag.endswith("list-item") else ""
             first = len(self.paragraphs)
             self.blocks(item, style, depth)
@@ -163,8 +163,7 @@ class TextReader:
             for box in boxes:
                 self.blocks(box)
             if not boxes:
-                alt = authored(" ".join(part for part in (frame.findtext(f"{{{SVG}}}title"),
-                                                           frame.findtext(f"{{{SVG}}}desc")) if part))
+                alt = frame_alt_text(frame)
                 if alt:
                     self.paragraphs.append(f"Image: {alt}")
 
@@ -176,7 +175,7 @@ def _words(element: ElementTree.Element) -> str:
     for child in element:
         tag = child.tag
         if tag == f"{{{TEXT}}}s":
-            parts.append(" " * min(_count(child.get(f"{{{TEXT}}}c")), 1000))
+            parts.append(" " * min(count_attribute(child.get(f"{{{TEXT}}}c")), 1000))
         elif tag == f"{{{TEXT}}}tab":
             parts.append("\t")
         elif tag == f"{{{TEXT}}}line-break":
@@ -187,10 +186,16 @@ def _words(element: ElementTree.Element) -> str:
     return "".join(parts)
 
 
-def _count(value: str | None, default: int = 1) -> int:
-    """A count attribute's value (a level, a number of spaces, a list's start), ``default`` when absent or not a
-    whole number."""
-    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 7 else default
+def count_attribute(value: str | None, default: int = 1, *, digits: int = 6) -> int:
+    """A count attribute's value (a level, a number of spaces, a list's start, a repeat), ``default`` when absent,
+    not a whole number, or longer than ``digits`` digits."""
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) <= digits else default
+
+
+def frame_alt_text(frame: ElementTree.Element) -> str | None:
+    """A picture frame's alt text (its title and description), None when it has none or a program wrote it."""
+    return authored(" ".join(part for part in (frame.findtext(f"{{{SVG}}}title"), frame.findtext(f"{{{SVG}}}desc"))
+                             if part))
 
 
 def _numeral(number: int, num_format: str) -> str:
@@ -221,7 +226,7 @@ def list_styles(*roots: ElementTree.Element | None) -> dict[str, dict[int, tuple
             for level in style.iter(f"{{{TEXT}}}list-level-style-number"):
                 num_format = level.get(f"{{{STYLE}}}num-format", "1") or ""
                 if num_format:
-                    levels[_count(level.get(f"{{{TEXT}}}level"))] = (
+                    levels[count_attribute(level.get(f"{{{TEXT}}}level"))] = (
                         num_format, level.get(f"{{{STYLE}}}num-prefix", ""), level.get(f"{{{STYLE}}}num-suffix", "."))
     return styles
 
