@@ -48,7 +48,7 @@ def eml_to_text(path: Path) -> tuple[str, str]:
     """(subject, text) of the message in ``path``."""
     try:
         message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
-        if not any(message.get(name) for name in MAIL_HEADERS):
+        if not _is_message(message):
             raise DataError(f"{path}: not an e-mail message (none of the headers {', '.join(MAIL_HEADERS)}); an "
                             ".eml file is one message as a mail program saves it")
         return _message_text(message)
@@ -77,7 +77,7 @@ def mbox_to_text(path: Path) -> tuple[str, str]:
                     discarded += 1
                     continue
                 message_id = str(message.get("Message-ID") or "").strip()
-                if message_id in seen or not any(message.get(name) for name in MAIL_HEADERS):
+                if message_id in seen or not _is_message(message):
                     continue
                 texts.append(_message_text(message, subject_in_heading=True)[1])
             except RecursionError:  # MIME parts nested too deeply: this message, not the mailbox
@@ -92,6 +92,11 @@ def mbox_to_text(path: Path) -> tuple[str, str]:
     if unreadable:
         logger.warning("%s: left out %d messages whose MIME parts are nested too deeply to read", path, unreadable)
     return "", "\n\n".join(texts)
+
+
+def _is_message(message: EmailMessage) -> bool:
+    """Whether ``message`` has one of the headers every mail or MIME message has (``MAIL_HEADERS``)."""
+    return any(message.get(name) for name in MAIL_HEADERS)
 
 
 def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, forwards: int = 0) -> tuple[str, str]:
