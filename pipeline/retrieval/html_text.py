@@ -6,7 +6,9 @@ scripts, styles and other non-text elements always; navigation, footers, asides 
 header when the markup says what they are (the element, or an ARIA role, or ``hidden``). Block elements
 (paragraphs, headings, list items, table rows) end a paragraph, so a heading never runs into the sentence
 after it; headings are written as Markdown headings (``## Shipping times``), which chunking and sentence
-strips know; whitespace inside a block is collapsed as a browser does, except in ``<pre>``.
+strips know; whitespace inside a block is collapsed as a browser does, except in ``<pre>``. A picture reads as
+its alt text, where it stands (as Markdown's ``![alt](src)`` does), unless it is hidden, marked decorative, or
+its alt text is only its file's name.
 
 Broken markup never loses text: an element left out that is still open when the page ends (a ``<nav>``
 without ``</nav>``) is put back, since what follows it would otherwise be dropped with it. Nor does it cost
@@ -21,6 +23,7 @@ import html.parser
 import re
 from dataclasses import dataclass
 
+from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.strips import FENCE, fence_for
 
 __all__ = ["html_to_text"]
@@ -29,6 +32,7 @@ NEVER_TEXT = frozenset({"script", "style", "noscript", "template", "svg", "canva
                         "button", "head"})
 FURNITURE = frozenset({"nav", "footer", "aside"})
 FURNITURE_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"})
+DECORATIVE_ROLES = frozenset({"presentation", "none"})  # an image the page marks as saying nothing
 CONTENT_CONTAINERS = frozenset({"main", "article"})  # a <header> inside one is the content's own heading
 BLOCKS = frozenset({"p", "div", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6",
                     "tr", "table", "section", "article", "main", "header", "blockquote", "pre", "figure",
@@ -96,6 +100,8 @@ class _Extractor(html.parser.HTMLParser):
             self._cells_in_row += 1
         elif tag == "br":  # a line break inside a paragraph, as a browser shows it; strips join such lines
             self._add("\n")
+        elif tag == "img":
+            self._add_alt_text(dict(attrs))
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -151,7 +157,20 @@ class _Extractor(html.parser.HTMLParser):
             self._add(re.sub(r"\n(?=\n)", "\n ", data))  # a blank line inside stays inside the block
         else:  # text that starts like a code fence (a page showing Markdown: <code>```js</code>) is escaped, so it
             # cannot open a code block that would swallow the rest of the page
-            self._add(FENCE.sub(r"\\\g<0>", re.sub(r"\s+", " ", data)))  # spaces are collapsed: FENCE's 0-3 fit
+            text = re.sub(r"\s+", " ", data)
+            if text.startswith(" ") and self._after_space():  # collapsed across tags too, as a browser does
+                text = text[1:]
+            self._add(FENCE.sub(r"\\\g<0>", text))  # spaces are collapsed: FENCE's 0-3 fit
+
+    def _add_alt_text(self, attrs: dict[str, str | None]) -> None:
+        """An image's alt text in the line, where a browser shows it when the picture is not loaded (as Markdown's
+        ``![alt](src)`` reads): what the author says it shows. Not for a hidden or decorative image, nor alt text
+        a program wrote (the file's name)."""
+        alt = authored(attrs.get("alt"))
+        if alt is None or self._left_out("img", attrs) or (attrs.get("role") or "").strip().lower() in DECORATIVE_ROLES:
+            return
+        before = "" if self._after_space() else " "
+        self._add(before + FENCE.sub(r"\\\g<0>", alt) + " ")  # escaped as text is (see handle_data)
 
     def _left_out(self, tag: str, attrs: dict[str, str | None]) -> bool:
         if tag in NEVER_TEXT or tag in FURNITURE or "hidden" in attrs or attrs.get("aria-hidden") == "true":
@@ -159,6 +178,10 @@ class _Extractor(html.parser.HTMLParser):
         if tag == "header" and not self._content_depth:
             return True
         return (attrs.get("role") or "").strip().lower() in FURNITURE_ROLES
+
+    def _after_space(self) -> bool:
+        """Whether what was read so far ends a word: nothing yet, or whitespace."""
+        return not self.parts or self.parts[-1][-1:].isspace()
 
     def _add(self, part: str) -> None:
         self.parts.append(part)

@@ -68,6 +68,33 @@ def test_a_line_break_does_not_end_a_paragraph():
     assert sentence_strips(text) == ["Refunds are granted within 14 days.", "Ask our support team."]
 
 
+def test_a_picture_reads_as_its_alt_text_where_it_stands():
+    _, text = html_to_text('<p>Click the <img src="g.svg" alt="gear"> icon, then<img alt="Save">.</p>'
+                           '<figure><img src="f.png" alt="Refund flow: request, review,\n payout in 5 days">'
+                           "<figcaption>Figure 1</figcaption></figure>")
+    assert text.split("\n\n") == ["Click the gear icon, then Save .", "Refund flow: request, review, payout in 5 days",
+                                  "Figure 1"]
+
+
+@pytest.mark.parametrize("img", ['<img src="a.png" alt="IMG_0042.JPG">', '<img src="a.png" alt="">', '<img src="a">',
+                                 '<img alt="spacer" role="presentation">', '<img alt="divider" role=none>',
+                                 '<img alt="tracking pixel" hidden>', '<img alt="chart" aria-hidden="true">',
+                                 '<nav><img alt="Shop logo"></nav>'])
+def test_pictures_that_say_nothing_or_are_hidden_add_no_text(img):
+    _, text = html_to_text(f"<p>Before {img} after.</p>")
+    assert text == "Before after."
+
+
+def test_alt_text_that_starts_like_a_code_fence_opens_no_code_block():
+    _, text = html_to_text('<p><img alt="```python"></p><p>Refunds take 14 days.</p>')
+    assert text.split("\n\n") == ["\\```python", "Refunds take 14 days."]
+
+
+def test_spaces_around_inline_elements_collapse_to_one_as_a_browser_shows_them():
+    _, text = html_to_text("<p>Orders <b> ship </b> <i>fast</i> .</p>")
+    assert text == "Orders ship fast ."
+
+
 def test_a_page_without_markup_or_text_reads_as_empty():
     assert html_to_text("") == ("", "")
     assert html_to_text("<script>only()</script>") == ("", "")
@@ -116,7 +143,7 @@ def test_quoted_attribute_values_may_hold_angle_brackets():
     page = (f'<!DOCTYPE html><p><a title="x < y" href=\'/q?a<b\'>Compare</a> two values.</p>'
             f'<p><img alt="chart" src="{image}">Chart<br/>below<input disabled class=wide>.</p>'
             '<p><b class="a"id="b">Glued</b> attributes, <i >spaced</i > tags.</p>')
-    assert html_to_text(page)[1] == "Compare two values.\n\nChart\nbelow.\n\nGlued attributes, spaced tags."
+    assert html_to_text(page)[1] == "Compare two values.\n\nchart Chart\nbelow.\n\nGlued attributes, spaced tags."
 
 
 def test_a_pre_whose_opening_went_with_a_misnested_element_left_out_is_plain_text():
