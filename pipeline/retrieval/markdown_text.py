@@ -42,6 +42,8 @@ MYST_ROLE = re.compile(r"\{[\w][\w:+-]*\}$")  # {func} right before a code span
 # ":::{note}", ":::tip[Title]", "::: warning Title": a container's name, then its title (argument) if any
 COLON_FENCE = re.compile(r"^( {0,3})(:{3,})[ \t]*(?:\{([\w][\w:.+-]*)\}|([^\W\d_][\w-]*))(.*)$")  # title stripped
 COLON_CLOSE = re.compile(r"^ {0,3}(:{3,})[ \t]*$")
+MODULE_LINES = 200  # an ES block whose brackets stay open longer than this ends at its first blank line
+JS_STRING = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`""")  # brackets in quotes
 MDX_MODULE = re.compile(r"^(?:import|export)\s")  # an ES module statement opens a line: MDX's imports and exports
 MAX_NESTING = 16  # directives inside directives read deeper than this are taken as their plain content
 _nesting: ContextVar[int] = ContextVar("markdown_directive_nesting", default=0)
@@ -243,20 +245,45 @@ def _colon_fences_as_directives(raw: str) -> str:
 def mdx_to_text(raw: str) -> tuple[str, str]:
     """:func:`markdown_to_text` of an MDX file (Docusaurus, Nextra and other React documentation sites) without
     what is code rather than text: its ES module blocks (``import Tabs from '@theme/Tabs';``, ``export const
-    ...``: a block of lines opened by ``import`` or ``export`` at the start of a line, up to a blank line) and its
-    ``{/* comments */}``. JSX components are read as HTML is: their words stay, their tags go."""
+    ...``: a block of lines opened by ``import`` or ``export`` at the start of a line, up to a blank line outside
+    its brackets) and its ``{/* comments */}``. JSX components are read as HTML is: their words stay, their tags go."""
     front = FRONT_MATTER.match(raw)
     head, rest = (raw[:front.end()], raw[front.end():]) if front else ("", raw)
     lines = rest.split("\n")
     code = _code_lines(lines)
+    brackets = [_bracket_balance(line) for line in lines]
     kept: list[str] = []
-    in_module = False
-    for line, is_code in zip(lines, code, strict=True):
-        if not is_code and (in_module or MDX_MODULE.match(line)):
-            in_module = bool(line.strip())  # an ES block ends at a blank line
+    at = 0
+    while at < len(lines):
+        if not code[at] and MDX_MODULE.match(lines[at]):
+            at = _module_end(lines, brackets, at)
             continue
-        kept.append(line)
+        kept.append(lines[at])
+        at += 1
     return markdown_to_text(head + _without_comments("\n".join(kept), "{/*", "*/}"))
+
+
+def _module_end(lines: list[str], brackets: list[int], start: int) -> int:
+    """Where the ES block opened at ``lines[start]`` ends: at the first blank line where its brackets are closed,
+    as MDX parses it (``export const meta = {`` may hold blank lines), or, when they do not close within
+    :data:`MODULE_LINES` lines or before the page ends, at its first blank line. ``brackets``: each line's
+    :func:`_bracket_balance`."""
+    depth, first_blank = 0, None
+    for at in range(start, len(lines)):
+        if not lines[at].strip():
+            if depth <= 0:
+                return at
+            first_blank = at if first_blank is None else first_blank
+        depth += brackets[at]
+        if first_blank is not None and at - start >= MODULE_LINES:
+            return first_blank
+    return len(lines) if first_blank is None else first_blank
+
+
+def _bracket_balance(line: str) -> int:
+    """Brackets a line of JavaScript opens less those it closes, not counting those in strings and comments."""
+    code = JS_STRING.sub("", line).split("//", 1)[0]
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
 
 
 def _inline(token: Any) -> str:

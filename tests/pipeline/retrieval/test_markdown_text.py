@@ -1,10 +1,12 @@
 """Markdown is read as a reader sees it: no front matter, links as their words, code untouched."""
 
+import time
+
 import pytest
 
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.ingest import collect_files
-from pipeline.retrieval.markdown_text import markdown_to_text
+from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
 from pipeline.retrieval.strips import sentence_strips
 
 DOC = """---
@@ -323,6 +325,21 @@ def test_an_mdx_page_reads_without_its_module_code_and_comments(tmp_path):
         "Install the package first. Then import your settings.\n\n"
         "```js\nimport lib from 'my-lib';\nexport default lib;\n```\n\n"  # code in a fence is content, kept whole
         "Caution: Node 18 or newer is required.\n\nFast builds are the default."))
+
+
+def test_an_mdx_module_block_with_blank_lines_inside_its_brackets_is_left_out_whole():
+    page = ('import X from "x";\nexport const meta = {\n  title: "Setup",\n\n  tags: ["a",\n\n    "b"],\n};\n\n'
+            "Text after the block. // a comment in prose stays\n\n"
+            'export const s = "{ a bracket in a string";\n\nMore text.\n\n'
+            "export const never = (\n\nText after a block whose bracket never closes.\n")
+    assert mdx_to_text(page)[1] == ("Text after the block. // a comment in prose stays\n\nMore text.\n\n"
+                                    "Text after a block whose bracket never closes.")
+
+
+def test_unclosed_mdx_module_blocks_cost_bounded_time():
+    start = time.perf_counter()
+    text = mdx_to_text("export const x = (\n\n" * 20_000 + "The end.")[1]
+    assert text == "The end." and time.perf_counter() - start < 5
 
 
 def test_deeply_nested_fences_are_read_without_exhausting_the_stack():
