@@ -102,7 +102,7 @@ def matmul_nbits(rounds: int) -> dict[str, Any]:
             sessions = {name: _session(model) for name, model in models.items()}
             x = rng.standard_normal((rows, inner)).astype(np.float32)
             reference = sessions["fp32"].run(None, {"x": x})[0]
-            ms = _interleaved({name: (lambda s=s: s.run(None, {"x": x})) for name, s in sessions.items()}, rounds)
+            ms = _interleaved({name: (lambda s=s, x=x: s.run(None, {"x": x})) for name, s in sessions.items()}, rounds)
             results[f"{rows}x{inner}x{cols}"] = {
                 name: {"ms": round(ms[name], 3),
                        "mean_relative_error": round(float(np.abs(s.run(None, {"x": x})[0] - reference).mean()
@@ -175,7 +175,7 @@ def attention_groups(rounds: int) -> dict[str, Any]:
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         feeds = {name: feeds[name] for name in inputs}
         reference = sessions["as loaded"].run(None, feeds)[0]
-        ms = _interleaved({name: (lambda s=s: s.run(None, feeds)) for name, s in sessions.items()}, rounds)
+        ms = _interleaved({name: (lambda s=s, feeds=feeds: s.run(None, feeds)) for name, s in sessions.items()}, rounds)
         results[f"{tokens} tokens"] = {
             name: {"ms": round(ms[name], 2), "speedup": round(ms["as loaded"] / ms[name], 3),
                    "max_logit_difference": float(np.abs(s.run(None, feeds)[0] - reference).max())}
@@ -207,7 +207,7 @@ def gelu(rounds: int) -> dict[str, Any]:
     sessions = {name: _session(model, disabled) for name, (model, disabled) in variants.items()}
     x = (np.random.default_rng(0).standard_normal(shape) * 2).astype(np.float32)
     reference = sessions["Gelu (fused, exact)"].run(None, {"x": x})[0]
-    ms = _interleaved({name: (lambda s=s: s.run(None, {"x": x})) for name, s in sessions.items()}, rounds * 4)
+    ms = _interleaved({name: (lambda s=s, x=x: s.run(None, {"x": x})) for name, s in sessions.items()}, rounds * 4)
     return {name: {"ms": round(ms[name], 3), "max_difference_from_gelu": float(np.abs(s.run(None, {"x": x})[0]
                                                                                        - reference).max())
                    if "Erf alone" not in name and "Relu" not in name else None}
