@@ -8,7 +8,7 @@ header when the markup says what they are (the element, or an ARIA role, or ``hi
 after it; headings are written as Markdown headings (``## Shipping times``), which chunking and sentence
 strips know; whitespace inside a block is collapsed as a browser does, except in ``<pre>``. A picture reads as
 its alt text, where it stands (as Markdown's ``![alt](src)`` does), unless it is hidden, marked decorative, or
-its alt text is only its file's name.
+its alt text is only its file's name, an icon's or a logo's.
 
 Broken markup never loses text: an element left out that is still open when the page ends (a ``<nav>``
 without ``</nav>``) is put back, since what follows it would otherwise be dropped with it. Nor does it cost
@@ -33,6 +33,9 @@ NEVER_TEXT = frozenset({"script", "style", "noscript", "template", "svg", "canva
 FURNITURE = frozenset({"nav", "footer", "aside"})
 FURNITURE_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"})
 DECORATIVE_ROLES = frozenset({"presentation", "none"})  # an image the page marks as saying nothing
+ICON_PIXELS = 48  # an image declared this small in both sides is an icon (navigation arrows, bullets)
+PIXELS = re.compile(r"\s*(\d{1,6})(?:\.\d*)?\s*(?:px)?\s*")  # a width or height attribute: 24, 24px, 24.5
+BRANDING = re.compile(r"\b(?:logo|icon|badge|avatar|spacer)s?\b", re.IGNORECASE)  # "W3C logo": the site's
 CONTENT_CONTAINERS = frozenset({"main", "article"})  # a <header> inside one is the content's own heading
 BLOCKS = frozenset({"p", "div", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6",
                     "tr", "table", "section", "article", "main", "header", "blockquote", "pre", "figure",
@@ -164,10 +167,12 @@ class _Extractor(html.parser.HTMLParser):
 
     def _add_alt_text(self, attrs: dict[str, str | None]) -> None:
         """An image's alt text in the line, where a browser shows it when the picture is not loaded (as Markdown's
-        ``![alt](src)`` reads): what the author says it shows. Not for a hidden or decorative image, nor alt text
-        a program wrote (the file's name)."""
+        ``![alt](src)`` reads): what the author says it shows. Not for a hidden or decorative image, an icon (declared
+        at most :data:`ICON_PIXELS` each way: "Prev", "Up"), a logo or badge, nor alt text a program wrote (the
+        file's name)."""
         alt = authored(attrs.get("alt"))
-        if alt is None or self._left_out("img", attrs) or (attrs.get("role") or "").strip().lower() in DECORATIVE_ROLES:
+        if (alt is None or BRANDING.search(alt) or _icon_sized(attrs) or self._left_out("img", attrs)
+                or (attrs.get("role") or "").strip().lower() in DECORATIVE_ROLES):
             return
         before = "" if self._after_space() else " "
         self._add(before + FENCE.sub(r"\\\g<0>", alt) + " ")  # escaped as text is (see handle_data)
@@ -195,6 +200,12 @@ class _Extractor(html.parser.HTMLParser):
         read = content if re.search(r"\w", content) else "".join(self.parts)
         paragraphs = (p.strip() for p in read.split(PARAGRAPH))
         return PARAGRAPH.join(p for p in paragraphs if p.strip("#"))  # an empty heading is no paragraph
+
+
+def _icon_sized(attrs: dict[str, str | None]) -> bool:
+    """Whether an image declares a width and a height of at most :data:`ICON_PIXELS` (``24``, ``"24px"``)."""
+    sides = [PIXELS.fullmatch(attrs.get(side) or "") for side in ("width", "height")]
+    return all(side is not None and int(side.group(1)) <= ICON_PIXELS for side in sides)
 
 
 # A complete tag as browsers read one: a name, then attributes whose quoted values may hold "<" and ">" (a data

@@ -74,12 +74,15 @@ def test_a_picture_reads_as_its_alt_text_where_it_stands():
                            "<figcaption>Figure 1</figcaption></figure>")
     assert text.split("\n\n") == ["Click the gear icon, then Save .", "Refund flow: request, review, payout in 5 days",
                                   "Figure 1"]
+    _, text = html_to_text('<p><img src="chart.png" width="24" height="300" alt="Sales by month"></p>')
+    assert text == "Sales by month"  # only an image small both ways is an icon
 
 
 @pytest.mark.parametrize("img", ['<img src="a.png" alt="IMG_0042.JPG">', '<img src="a.png" alt="">', '<img src="a">',
                                  '<img alt="spacer" role="presentation">', '<img alt="divider" role=none>',
                                  '<img alt="tracking pixel" hidden>', '<img alt="chart" aria-hidden="true">',
-                                 '<nav><img alt="Shop logo"></nav>'])
+                                 '<nav><img alt="Shop"></nav>', '<img src="up.png" width="24" height="24px" alt="Up">',
+                                 '<img src="w3c.png" alt="W3C Logo">', '<img alt="Build status badge">'])
 def test_pictures_that_say_nothing_or_are_hidden_add_no_text(img):
     _, text = html_to_text(f"<p>Before {img} after.</p>")
     assert text == "Before after."
