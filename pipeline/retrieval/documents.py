@@ -40,6 +40,7 @@ from pipeline.retrieval.strips import (
     under_heading,
 )
 from pipeline.retrieval.table_text import RECORD_FORMATS, RECORD_SEPARATOR, csv_to_text, tsv_to_text
+from pipeline.retrieval.transcript_text import srt_to_text, vtt_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
@@ -47,7 +48,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
              ".docx", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".ods", ".json", ".jsonl", ".eml", ".mbox",
-             ".epub")
+             ".epub", ".vtt", ".srt")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -142,9 +143,9 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
     Word (.docx), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument presentation (.odp), table (.csv,
     .tsv, Excel .xlsx, OpenDocument .ods: one record per row), JSON data (.json, .jsonl: one record per object),
-    e-mail (.eml: one message; .mbox: a mailbox) or e-book (.epub) file. ``encoding``: the charset of text files
-    that are not UTF-8 (an unknown name is a ConfigError, :func:`check_encoding`); without it such a file is an
-    error."""
+    e-mail (.eml: one message; .mbox: a mailbox), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
+    ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
+    :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
     path = Path(path)
     suffix = path.suffix.lower()
@@ -172,7 +173,7 @@ def _plain_text(raw: str) -> tuple[str, str]:
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
                 ".mdx": mdx_to_text, ".adoc": asciidoc_to_text, ".asciidoc": asciidoc_to_text,
                 ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text,
-                ".json": json_to_text, ".jsonl": jsonl_to_text}
+                ".json": json_to_text, ".jsonl": jsonl_to_text, ".vtt": vtt_to_text, ".srt": srt_to_text}
 
 
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)

@@ -1,0 +1,145 @@
+"""The readable text of transcripts and subtitles (``.vtt`` WebVTT, ``.srt`` SubRip): who said what, and when.
+
+Meeting recordings (Teams, Zoom, Google Meet), video captions and podcast transcripts come as cues: a few words
+each, with a time range. Read cue by cue, a sentence is cut every few seconds and a speaker's name repeats on
+every line; a question about what was decided needs the sentences whole. So cues are joined into paragraphs: a
+new one when the speaker changes, after a pause of :data:`PAUSE_SECONDS` or more, or once a paragraph holds
+:data:`PARAGRAPH_WORDS` words and its last cue ends a sentence. Each paragraph opens with its start time and its
+speaker, ``[12:03] Alice Smith: ...``, so that an answer quoting it says where in the recording it was said.
+
+The speaker is the cue's WebVTT voice (``<v Alice Smith>``, as Teams writes it) or, when most cues of the file
+open with one (as Zoom writes them), a leading ``Name:``. Styling tags, inline timestamps, positioning codes
+(``{\\an8}``) and character references are removed; a line repeated from the cue before (rolling captions, as
+YouTube's automatic ones roll) is read once. ``NOTE``, ``STYLE`` and ``REGION`` blocks and cue settings are not
+text. A WebVTT header's own title (``WEBVTT - Quarterly review``) names the document.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from models.errors import DataError
+
+__all__ = ["srt_to_text", "vtt_to_text"]
+
+PAUSE_SECONDS = 3.0
+PARAGRAPH_WORDS = 80
+TIMING = re.compile(r"^\s*((?:\d+:)?\d{1,2}:\d{2}[.,]\d{1,3})\s*-->\s*((?:\d+:)?\d{1,2}:\d{2}[.,]\d{1,3})")
+VOICE = re.compile(r"<v(?:\.[\w.-]*)?[ \t]+([^>]*)>")  # <v Alice>, <v.loud Bob Jones>
+TAG = re.compile(r"</?[a-zA-Z][^>]*>|<\d[\d:.]*>")  # styling tags and inline timestamps (<00:01.500>)
+POSITION = re.compile(r"\{\\[^}]*\}")  # SubRip's ASS codes: {\an8}, {\i1}
+NAMED_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,3}):[ \t]+(?=\S)")  # "Alice Smith: ..."
+SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
+NOT_CUES = ("NOTE", "STYLE", "REGION")
+
+
+@dataclass
+class _Cue:
+    start: float
+    end: float
+    speaker: str
+    text: str
+
+
+def vtt_to_text(raw: str) -> tuple[str, str]:
+    """(title, paragraphs) of a WebVTT file; the title is the header's own text after ``WEBVTT``, if any."""
+    lines = _lines(raw)
+    title = ""
+    if lines and lines[0].startswith("WEBVTT"):
+        title = lines[0][len("WEBVTT"):].strip().lstrip("-\u2013\u2014:").strip()
+    return title, _paragraphs(_cues(lines))
+
+
+def srt_to_text(raw: str) -> tuple[str, str]:
+    """('', paragraphs) of a SubRip file."""
+    return "", _paragraphs(_cues(_lines(raw)))
+
+
+def _lines(raw: str) -> list[str]:
+    return raw.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _cues(lines: list[str]) -> list[_Cue]:
+    """Every cue: a timing line and the text lines after it, up to a blank line or the next timing line (a file
+    that leaves out blank lines still reads; a SubRip number right before a timing line is not text)."""
+    cues: list[tuple[float, float, list[str]]] = []
+    block_start, skipping, in_cue = True, False, False  # a NOTE / STYLE / REGION opening a block skips it
+    for at, line in enumerate(lines):
+        if not line.strip():
+            block_start, skipping, in_cue = True, False, False
+            continue
+        timing = TIMING.match(line)
+        if block_start and not timing and line.split(maxsplit=1)[0] in NOT_CUES:
+            skipping = True
+        block_start = False
+        if timing:
+            skipping, in_cue = False, True
+            cues.append((_seconds(timing.group(1)), _seconds(timing.group(2)), []))
+        elif in_cue and not skipping and not (line.strip().isdigit() and at + 1 < len(lines)
+                                              and TIMING.match(lines[at + 1])):
+            cues[-1][2].append(line)
+    header_end = next((at for at, line in enumerate(lines) if not line.strip()), len(lines))
+    if not cues and any(line.strip() for line in lines[header_end:]):
+        raise DataError("no cues found (no line like '00:00:01.000 --> 00:00:04.000'); a transcript is read from "
+                        "WebVTT (.vtt) or SubRip (.srt) cues")
+    return [cue for cue in (_clean(*cue) for cue in cues) if cue.text]
+
+
+def _seconds(stamp: str) -> float:
+    parts = stamp.replace(",", ".").split(":")
+    return sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
+
+
+def _clean(start: float, end: float, lines: list[str]) -> _Cue:
+    """A cue of these text lines: its speaker (its voice tag) and its lines without markup."""
+    voice = next((found for line in lines if (found := VOICE.search(line))), None)
+    speaker = " ".join(voice.group(1).split()) if voice else ""
+    cleaned = [" ".join(html.unescape(TAG.sub("", POSITION.sub("", line))).split()) for line in lines]
+    return _Cue(start, end, speaker, "\n".join(line for line in cleaned if line))
+
+
+def _named_speakers(cues: list[_Cue]) -> bool:
+    """Whether the file names speakers in the text (``Alice: ...``): most cues open so, with a few names only."""
+    names = [m.group(1) for cue in cues if (m := NAMED_SPEAKER.match(cue.text))]
+    return len(names) * 2 > len(cues) and len(set(names)) <= max(2, len(names) // 3)
+
+
+def _paragraphs(cues: list[_Cue]) -> str:
+    if cues and not any(cue.speaker for cue in cues) and _named_speakers(cues):
+        for cue in cues:
+            if named := NAMED_SPEAKER.match(cue.text):
+                cue.speaker, cue.text = named.group(1), cue.text[named.end():]
+    paragraphs: list[str] = []
+    speaker, words, last_end, last_line = None, 0, 0.0, ""
+    current: list[str] = []
+    for cue in cues:
+        lines = cue.text.split("\n")
+        if lines[0] == last_line and cue.speaker in ("", speaker):  # a rolling caption repeats its last line
+            lines = lines[1:]
+        if not lines:
+            continue
+        last_line = lines[-1]
+        text = " ".join(lines)
+        speaker_changed = bool(cue.speaker) and cue.speaker != speaker
+        long_enough = words >= PARAGRAPH_WORDS and bool(current) and SENTENCE_END.search(current[-1]) is not None
+        if current and (speaker_changed or cue.start - last_end >= PAUSE_SECONDS or long_enough):
+            paragraphs.append(" ".join(current))
+            current, words = [], 0
+        if not current:
+            speaker = cue.speaker or speaker
+            current.append(f"[{_clock(cue.start)}]" + (f" {speaker}:" if speaker else ""))
+        current.append(text)
+        words += len(text.split())
+        last_end = max(last_end, cue.end)
+    if current:
+        paragraphs.append(" ".join(current))
+    return "\n\n".join(paragraphs)
+
+
+def _clock(seconds: float) -> str:
+    """12:03, or 1:02:03 past the first hour."""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
