@@ -176,6 +176,9 @@ TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_
                 ".json": json_to_text, ".jsonl": jsonl_to_text, ".vtt": vtt_to_text, ".srt": srt_to_text}
 
 
+# UTF-32 first: its little-endian mark begins with UTF-16's
+WIDE_BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 DECLARED_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
 
 
@@ -194,10 +197,18 @@ def check_encoding(encoding: str | None) -> str | None:
 
 
 def _decoded(path: Path, fallback: str | None = None) -> str:
-    """The file's text: UTF-8 (a byte-order mark dropped), or for HTML the charset its ``<meta>`` declares
-    (pages saved as windows-1252 or ISO-8859-1 are common), or else ``fallback``, the encoding the caller names
-    for its files. Anything else is an error naming the byte and the ways out."""
+    """The file's text: UTF-8 (a byte-order mark dropped), UTF-16 or UTF-32 when a byte-order mark says so (as
+    Windows' "Unicode" text files and some subtitle tools write them), or for HTML the charset its ``<meta>``
+    declares (pages saved as windows-1252 or ISO-8859-1 are common), or else ``fallback``, the encoding the caller
+    names for its files. Anything else is an error naming the byte and the ways out."""
     data = path.read_bytes()
+    marked = next((name for mark, name in WIDE_BYTE_ORDER_MARKS if data.startswith(mark)), None)
+    if marked is not None:
+        try:
+            return _unix_lines(data.decode(marked))
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: starts with a {marked.upper()} byte-order mark but is not {marked.upper()} "
+                            f"({exc.reason} at byte {exc.start}); convert it to UTF-8") from exc
     try:
         return _unix_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:

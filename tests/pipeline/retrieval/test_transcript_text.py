@@ -103,3 +103,20 @@ def test_a_long_crafted_transcript_reads_in_linear_time():
     start = time.perf_counter()
     text = vtt_to_text("WEBVTT\n" + lines + "\n" + "x\n" * 200_000)[1]  # one cue of 200,000 lines last
     assert "word49999" in text and time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_text_files_with_a_utf16_or_utf32_byte_order_mark_are_read_in_it(tmp_path, encoding):
+    srt = tmp_path / "film.srt"
+    srt.write_bytes("\ufeff1\r\n00:00:01,000 --> 00:00:02,000\r\nGrüße aus Köln.\r\n".encode(encoding))
+    assert read_document(srt)[1] == "[0:01] Grüße aus Köln."
+    note = tmp_path / "note.txt"
+    note.write_bytes("\ufeffWindows Notepad saved this as Unicode.\r\n".encode(encoding))
+    assert read_document(note)[1] == "Windows Notepad saved this as Unicode.\n"
+
+
+def test_a_byte_order_mark_on_bytes_of_another_encoding_is_an_error_naming_it(tmp_path):
+    odd = tmp_path / "odd.txt"
+    odd.write_bytes(b"\xff\xfeA")  # a UTF-16 mark, then half a character
+    with pytest.raises(DataError, match=r"odd\.txt: starts with a UTF-16 byte-order mark but is not UTF-16"):
+        read_document(odd)
