@@ -118,8 +118,9 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     add = isub.add_parser("add", help="add or re-index documents (text, Markdown and MDX, reStructuredText, AsciiDoc, "
                                       "notebooks, HTML, PDF, Word, OpenDocument, PowerPoint, CSV/TSV/Excel/ODS tables, "
-                                      "JSON data, e-mail and mailboxes, e-books), folders or zip archives of them")
-    add.add_argument("paths", nargs="+", help=f"files, folders or zip archives ({' '.join(READABLE)})")
+                                      "JSON data, e-mail and mailboxes, e-books, transcripts), folders or zip and "
+                                      "tar archives of them")
+    add.add_argument("paths", nargs="+", help=f"files, folders or archives ({' '.join(READABLE)})")
     where = add.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="local index directory (created if missing)")
     where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")

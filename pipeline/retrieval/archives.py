@@ -1,31 +1,39 @@
-"""Documents inside a zip archive (``.zip``: a Notion or Confluence export, a Google Takeout, a folder sent as one
-file), each read as a file of its own.
+"""Documents inside an archive, each read as a file of its own: a zip (``.zip``: a Notion or Confluence export, a
+Google Takeout, a folder sent as one file) or a tar archive (``.tar``, ``.tar.gz`` / ``.tgz``, ``.tar.bz2`` /
+``.tbz2``, ``.tar.xz`` / ``.txz``: a project's source or documentation release, a GitHub tarball).
 
 Every member of a supported type is read by :func:`pipeline.retrieval.documents.read_document` (from a private
 temporary copy: some readers need a file) and named ``<archive>/<member path>``, so that its chunks cite the page
 they came from and re-adding the archive replaces that page's chunks. Folders, hidden members (``.DS_Store``,
 ``__MACOSX/``, tools' folders) and members of other types, zips inside the zip included, are passed over and
-counted by extension, as a folder walk counts them. A member that unpacks past the size cap (a zip bomb) or cannot
-be read is that member's error, which the caller reports or stops on; a damaged archive is an error naming it.
+counted by extension, as a folder walk counts them; so are a tar archive's links and special files. A member that
+unpacks past the size cap (a zip bomb) or cannot be read is that member's error, which the caller reports or stops
+on; a damaged archive, or a tar archive that unpacks past :data:`MAX_TAR_BYTES` in all, is an error naming it.
 """
 
 from __future__ import annotations
 
+import lzma
 import re
+import tarfile
 import tempfile
-import zipfile
+import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.documents import SUPPORTED, read_document
-from pipeline.retrieval.zipped_xml import opened_zip, part_bytes
+from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, opened_zip, part_bytes
 
-__all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "passed_over"]
+__all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "archive_type", "passed_over"]
 
-ARCHIVES = (".zip",)
+TARS = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+ARCHIVES = (".zip", *TARS)
+MAX_TAR_BYTES = 4 * 2**30  # a tar archive unpacked in all (every member read or passed over): more is a bomb
+TAR_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)  # damaged, by layer
 # folders whose files are no one's documents: tools' and packages' own (a venv holds thousands of READMEs) and
 # macOS's resource forks in zips; folder walks and archives pass over them, and over hidden ones (".git")
 NOT_DOCUMENTS = frozenset({"__MACOSX", "node_modules", "__pycache__", "site-packages", "venv"})
@@ -66,33 +74,77 @@ class DocumentText:
         return cls(named, path.name, suffix, title=title, text=text)
 
 
+def archive_type(path: Path) -> str | None:
+    """The archive type ``path``'s name ends with (one of :data:`ARCHIVES`: ``.tar.gz`` for ``x.tar.gz``), or None."""
+    name = path.name.lower()
+    return next((kind for kind in sorted(ARCHIVES, key=len, reverse=True) if name.endswith(kind)), None)
+
+
 def archive_documents(path: Path, *, encoding: str | None = None,
                       unsupported: Counter[str] | None = None) -> Iterator[DocumentText]:
-    """The documents of the zip at ``path``, in the archive's order; members of other types are counted in
+    """The documents of the archive at ``path``, in the archive's order; members of other types are counted in
     ``unsupported`` by extension."""
-    with tempfile.TemporaryDirectory(prefix="crag-zip-") as tmp, \
-            opened_zip(path, "not a readable zip archive") as archive:
-        for number, info in enumerate(archive.infolist()):
-            member = PurePosixPath(info.filename.replace("\\", "/").lstrip("/"))
-            if info.is_dir() or passed_over(member.parts):
+    with tempfile.TemporaryDirectory(prefix="crag-archive-") as tmp:
+        members = _tar_members(path) if archive_type(path) in TARS else _zip_members(path)
+        for number, (member, data) in enumerate(members):
+            if passed_over(member.parts):
                 continue
             suffix = member.suffix.lower()
             if suffix not in SUPPORTED:
                 if unsupported is not None:
                     unsupported[suffix or "(no extension)"] += 1
                 continue
-            yield _read_member(path, archive, info, member, Path(tmp) / str(number), encoding)
+            named = f"{path}/{member}"
+            try:
+                content = data()
+            except DataError as exc:
+                yield DocumentText(named, member.name, suffix, error=exc)
+                continue
+            folder = Path(tmp) / str(number)
+            folder.mkdir()
+            copy = folder / UNSAFE_NAME.sub("_", member.name)[-200:]
+            copy.write_bytes(content)
+            yield DocumentText.read(copy, named=named, encoding=encoding)
+            copy.unlink()
 
 
-def _read_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, member: PurePosixPath, folder: Path,
-                 encoding: str | None) -> DocumentText:
-    """One member copied to ``folder`` under its own file name (past the size cap: an error) and read there."""
-    named = f"{path}/{member}"
+def _zip_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes]]]:
+    """(member path, its bytes when asked) of each file in a zip, in the archive's order."""
+    with opened_zip(path, "not a readable zip archive") as archive:
+        for info in archive.infolist():
+            if not info.is_dir():
+                yield (PurePosixPath(info.filename.replace("\\", "/").lstrip("/")),
+                       partial(part_bytes, path, archive, info.filename, "the archive is damaged"))
+
+
+def _tar_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes]]]:
+    """(member path, its bytes when asked) of each regular file in a tar archive (compressed or not), read in one
+    pass; a member past MAX_PART_BYTES is its own error, an archive past MAX_TAR_BYTES or damaged the archive's."""
     try:
-        data = part_bytes(path, archive, info.filename, "the archive is damaged")
-    except DataError as exc:
-        return DocumentText(named, member.name, member.suffix.lower(), error=exc)
-    folder.mkdir()
-    copy = folder / UNSAFE_NAME.sub("_", member.name)[-200:]
-    copy.write_bytes(data)
-    return DocumentText.read(copy, named=named, encoding=encoding)
+        archive = tarfile.open(path, "r:*")  # noqa: SIM115 (entered below: its own error if it cannot open)
+    except TAR_ERRORS as exc:
+        raise DataError(f"{path}: not a readable tar archive ({exc})") from exc
+    with archive:
+        while True:
+            try:
+                info = archive.next()
+            except TAR_ERRORS as exc:
+                raise DataError(f"{path}: the archive is damaged ({exc})") from exc
+            if info is None:
+                return
+            if info.offset_data + info.size > MAX_TAR_BYTES:
+                raise DataError(f"{path}: unpacks past {MAX_TAR_BYTES:,} bytes in all; not read further (a crafted "
+                                "or damaged archive): unpack it and add its folder")
+            if info.isfile():
+                yield PurePosixPath(info.name.lstrip("/")), partial(_tar_bytes, path, archive, info)
+
+
+def _tar_bytes(path: Path, archive: tarfile.TarFile, info: tarfile.TarInfo) -> bytes:
+    if info.size > MAX_PART_BYTES:
+        raise DataError(f"{path}: {info.name} unpacks to {info.size:,} bytes, more than {MAX_PART_BYTES:,}; too large "
+                        "to be a document")
+    try:
+        stream = archive.extractfile(info)
+        return stream.read() if stream is not None else b""
+    except TAR_ERRORS as exc:
+        raise DataError(f"{path}: the archive is damaged at {info.name} ({exc})") from exc

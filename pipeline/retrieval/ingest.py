@@ -1,4 +1,4 @@
-"""``crag index add``: files, folders and zip archives of documents (every type ``read_document`` reads) into an
+"""``crag index add``: files, folders and archives (zip, tar) of documents (every type ``read_document`` reads) into an
 index.
 
 Re-adding a folder is idempotent: unchanged chunks are counted as such and not re-embedded, a changed
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from models.errors import DataError, MissingDependencyError
 from models.progress import progress, stage
-from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents, passed_over
+from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents, archive_type, passed_over
 from pipeline.retrieval.documents import (
     SUPPORTED,
     StoredChunk,
@@ -33,7 +33,7 @@ __all__ = ["READABLE", "IngestReport", "WritableIndex", "collect_files", "ingest
 logger = logging.getLogger(__name__)
 
 
-READABLE = (*SUPPORTED, *ARCHIVES)  # what a walk indexes: documents, and zip archives of them
+READABLE = (*SUPPORTED, *ARCHIVES)  # what a walk indexes: documents, and archives of them
 SAY_WRITE_FROM = 500  # chunks: below this a write takes a few seconds at most and is not announced
 
 
@@ -41,6 +41,11 @@ def _walked(path: Path, folder: Path) -> bool:
     """Whether a folder walk indexes ``path``: not hidden (``.git``, ``.venv``, ``.DS_Store``), not inside
     ``archives.NOT_DOCUMENTS`` (``__MACOSX`` too). Files named on the command line are always indexed."""
     return not passed_over(path.relative_to(folder).parts)
+
+
+def _readable(path: Path) -> bool:
+    """Whether ``path`` is a document or an archive of them, by its name (``x.tar.gz`` too)."""
+    return path.suffix.lower() in SUPPORTED or archive_type(path) is not None
 
 
 def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None = None) -> list[Path]:
@@ -52,16 +57,15 @@ def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None 
         if path.is_dir():
             files = [p for p in path.rglob("*") if p.is_file()]
             walked = [p for p in files if _walked(p, path)]
-            kept = sorted(p for p in walked if p.suffix.lower() in READABLE)
-            hidden = sum(p.suffix.lower() in READABLE for p in files) - len(kept)
+            kept = sorted(p for p in walked if _readable(p))
+            hidden = sum(_readable(p) for p in files) - len(kept)
             if hidden:
                 logger.info("%s: left out %d files in hidden or tool folders", path, hidden)
             if unsupported is not None:
-                unsupported.update(p.suffix.lower() or "(no extension)" for p in walked
-                                   if p.suffix.lower() not in READABLE)
+                unsupported.update(p.suffix.lower() or "(no extension)" for p in walked if not _readable(p))
             found += kept
         elif path.is_file():
-            if path.suffix.lower() not in READABLE:
+            if not _readable(path):
                 raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(READABLE)}")
             found.append(path)
         else:
@@ -104,7 +108,7 @@ def _documents(files: list[Path], encoding: str | None, unsupported: Counter[str
     """Each file read, an archive's members one by one (the types they pass over counted in ``unsupported``)."""
     for path in files:
         path = path.resolve()
-        if path.suffix.lower() in ARCHIVES:
+        if archive_type(path) is not None:
             try:
                 yield from archive_documents(path, encoding=encoding, unsupported=unsupported)
             except DataError as exc:  # the archive itself is damaged: its error, reported or stopped on like a file's
@@ -125,7 +129,7 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     roles = frozenset(check_name("role", r) for r in roles)
     unsupported: Counter[str] = Counter()
     files = collect_files(paths, unsupported)
-    archives = any(path.suffix.lower() in ARCHIVES for path in files)  # then more documents than files
+    archives = any(archive_type(path) is not None for path in files)  # then more documents than files
     for document in progress(_documents(files, encoding, unsupported), desc="reading documents",
                              total=None if archives else len(files), unit="file"):
         exc = document.error

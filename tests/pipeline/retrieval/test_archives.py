@@ -1,10 +1,14 @@
-"""A zip archive (a Notion or Confluence export) is indexed member by member, each member a document of its own."""
+"""An archive (a Notion or Confluence export, a release tarball) is indexed member by member, each member a document
+of its own."""
 
+import io
+import tarfile
 import zipfile
 
 import pytest
 
 from models import DataError
+from pipeline.retrieval import archives
 from pipeline.retrieval.index import LocalHybridIndex
 from pipeline.retrieval.ingest import ingest
 from tests.pipeline.conftest import HashEmbedder
@@ -55,3 +59,68 @@ def test_a_damaged_archive_is_an_error_naming_it_or_is_skipped(tmp_path):
         ingest(idx, [tmp_path], tenant="t")
     report = ingest(idx, [tmp_path], tenant="t", skip_errors=True)
     assert report.files == 1 and [s["path"] for s in report.skipped] == [str(path)]
+
+
+def source_release(path, mode: str) -> None:
+    """A project's release as a tar archive: documentation, code, a link, hidden and tool folders."""
+    def add(archive, name, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+
+    with tarfile.open(path, mode) as archive:
+        add(archive, "proj-1.0/docs/guide.md", b"# Guide\n\nRun `proj sync` to copy the files.\n")
+        add(archive, "proj-1.0/docs/faq.html", b"<title>FAQ</title><p>Sync runs every hour.</p>")
+        add(archive, "proj-1.0/docs/.draft.md", b"# Draft\n\nNot published.\n")
+        add(archive, "proj-1.0/node_modules/dep/README.md", b"# Dep\n\nA dependency's readme.\n")
+        add(archive, "proj-1.0/setup.py", b"print('hi')\n")
+        link = tarfile.TarInfo("proj-1.0/docs/latest.md")
+        link.type, link.linkname = tarfile.SYMTYPE, "guide.md"
+        archive.addfile(link)
+        folder = tarfile.TarInfo("proj-1.0/empty.md")
+        folder.type = tarfile.DIRTYPE
+        archive.addfile(folder)
+
+
+@pytest.mark.parametrize(("name", "mode"), [("proj.tar", "w"), ("proj.tgz", "w:gz"), ("proj.tar.gz", "w:gz"),
+                                            ("proj.tar.bz2", "w:bz2"), ("proj.tar.xz", "w:xz")])
+def test_a_tar_archive_is_indexed_member_by_member_whatever_its_compression(tmp_path, name, mode):
+    release = tmp_path / name
+    source_release(release, mode)
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    report = ingest(idx, [tmp_path], tenant="t")
+    assert report.files == 2 and report.unsupported_files == {".py": 1}  # links, folders, hidden, tools: not files
+    chunks = sorted(idx.iter_chunks(), key=lambda c: c.source)
+    assert [(c.title, c.metadata["path"]) for c in chunks] == [("FAQ", f"{release}/proj-1.0/docs/faq.html"),
+                                                                ("Guide", f"{release}/proj-1.0/docs/guide.md")]
+    assert ingest(idx, [release], tenant="t").chunks_unchanged == 2
+
+
+def test_a_damaged_or_oversized_tar_archive_is_an_error_naming_it(tmp_path, monkeypatch):
+    fake = tmp_path / "notes.tar.gz"
+    fake.write_bytes(b"\x1f\x8b not really gzip")
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    with pytest.raises(DataError, match=r"notes\.tar\.gz: not a readable tar archive"):
+        ingest(idx, [fake], tenant="t")
+    cut = tmp_path / "cut.tar"
+    source_release(cut, "w")
+    cut.write_bytes(cut.read_bytes()[:1024 + 512 + 20])  # the first member whole, the second cut off in its data
+    report = ingest(idx, [cut], tenant="t", skip_errors=True)
+    assert report.files == 1 and any(s["path"].startswith(str(cut)) and f"{cut}: the archive is damaged" in s["reason"]
+                                     for s in report.skipped)
+    monkeypatch.setattr(archives, "MAX_TAR_BYTES", 600)  # a tar bomb, in miniature
+    big = tmp_path / "big.tar"
+    source_release(big, "w")
+    with pytest.raises(DataError, match=r"big\.tar: unpacks past 600 bytes in all; .*unpack it and add its folder"):
+        ingest(LocalHybridIndex(tmp_path / "idx2", embedder=HashEmbedder()), [big], tenant="t")
+
+
+def test_a_member_too_large_to_be_a_document_is_that_member_s_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(archives, "MAX_PART_BYTES", 30)
+    release = tmp_path / "proj.tar"
+    source_release(release, "w")
+    report = ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [release], tenant="t",
+                    skip_errors=True)
+    assert report.files == 0 and len(report.skipped) == 2
+    reason = report.skipped[0]["reason"]
+    assert reason.startswith(f"{release}: proj-1.0/docs/guide.md unpacks to 44 bytes, more than 30")
