@@ -117,9 +117,9 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="manage the local hybrid index (one SQLite file in a folder)")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     add = isub.add_parser("add", help="add or re-index documents (text, Markdown and MDX, reStructuredText, AsciiDoc, "
-                                      "notebooks, HTML, PDF, Word, OpenDocument, PowerPoint, CSV/TSV/Excel/ODS tables, "
-                                      "JSON data, e-mail and mailboxes, e-books, transcripts), folders or zip and "
-                                      "tar archives of them")
+                                      "notebooks, HTML, PDF, Word, Rich Text, OpenDocument, PowerPoint, "
+                                      "CSV/TSV/Excel/ODS tables, JSON data, e-mail and mailboxes, e-books, "
+                                      "transcripts), folders or zip and tar archives of them")
     add.add_argument("paths", nargs="+", help=f"files, folders or archives ({' '.join(READABLE)})")
     where = add.add_mutually_exclusive_group(required=True)
     where.add_argument("--index", help="local index directory (created if missing)")

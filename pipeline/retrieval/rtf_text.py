@@ -1,0 +1,175 @@
+"""The readable text of Rich Text Format files (``.rtf``: macOS TextEdit's default, WordPad, legal and clinical
+exports): paragraphs and tables as a reader sees them, without the markup.
+
+An RTF file is 7-bit text: groups in braces, control words (``\\par``, ``\\b``), and characters escaped as bytes of
+the document's code page (``\\'e9`` in ``\\ansicpg1252``) or as Unicode (``\\u8217?``, the ``?`` a fallback for old
+readers, skipped as ``\\ucN`` says). Read here in one pass with an explicit stack (no recursion, linear time):
+paragraphs end at ``\\par``, a heading (``\\outlinelevelN``) is written as Markdown's (``## Refunds``), a table's
+cells are joined as ``a | b`` and each row is a paragraph, typographic characters (``\\emdash``, ``\\rquote``)
+are written as they print, a link reads as its words. What is not text is left out: font, colour and style
+tables, pictures and objects, document properties (the ``\\title`` names the document), headers and footers,
+footnotes, comments, field instructions and every ignorable destination (``{\\*\\...}``); ``\\binN`` data is
+stepped over.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from models.errors import DataError
+
+__all__ = ["rtf_text", "rtf_to_text"]
+
+MAX_DEPTH = 2000  # groups open at once: more is a crafted file, not a document
+TOKEN = re.compile(rb"\\([a-zA-Z]{1,32})(-?\d{1,10})? ?|\\'([0-9a-fA-F]{2})|\\(.)|([{}])|[\r\n]+|([^\\{}\r\n]+)",
+                   re.DOTALL)
+NOT_TEXT = frozenset({
+    "fonttbl", "colortbl", "stylesheet", "listtable", "listoverridetable", "revtbl", "rsidtbl", "generator",
+    "info", "pict", "object", "objdata", "nonshppict", "shppict", "shp", "themedata", "colorschememapping",
+    "datastore", "latentstyles", "xmlnstbl", "filetbl", "pgdsctbl", "header", "headerl", "headerr", "headerf",
+    "footer", "footerl", "footerr", "footerf", "footnote", "annotation", "atnid", "atnauthor", "fldinst",
+    "bkmkstart", "bkmkend", "field_instruction", "mmathPr", "docvar", "template", "listtext", "pntext",
+})
+SPECIAL = {"emdash": "\u2014", "endash": "\u2013", "bullet": "\u2022", "lquote": "\u2018", "rquote": "\u2019",
+           "ldblquote": "\u201c", "rdblquote": "\u201d", "tab": " ", "emspace": " ", "enspace": " ", "qmspace": " "}
+SYMBOLS = {"~": " ", "_": "-", "-": "", "\\": "\\", "{": "{", "}": "}", "\t": " "}
+PARAGRAPH = "\n\n"
+CELL = "\ue000"  # a table cell's end (a private-use character), made " | " once its row is read
+HEADING = "\ue001"  # one per level of the heading a paragraph is, made "#"s once the paragraph is read
+
+
+@dataclass(frozen=True)
+class _Group:
+    """What the text of the open group is (``into``): read ("text"), the title ("title"), document properties
+    other than the title ("info") or left out (""); and how many characters follow a ``\\u`` character as its
+    fallback."""
+
+    into: str = "text"
+    fallback: int = 1
+
+
+def rtf_text(data: bytes) -> tuple[str, str]:
+    """(title, text) of an RTF document's bytes."""
+    if not data.lstrip()[:5] == b"{\\rtf":
+        raise DataError("not an RTF file (it does not start with '{\\rtf')")
+    out: dict[str, list[str]] = {"text": [], "title": []}
+    pending = bytearray()  # escaped bytes of the code page, decoded together (a character may take two)
+    codepage = "cp1252"
+    stack: list[_Group] = []
+    group = _Group()
+    skip = 0  # fallback characters still to skip after a \u character
+    in_row = False  # inside a table row: its cells' paragraphs are the cells' text
+
+    def flush() -> None:
+        if pending:
+            if group.into in out:
+                out[group.into].append(pending.decode(codepage, errors="replace"))
+            pending.clear()
+
+    def write(text: str) -> None:
+        flush()
+        if group.into in out:
+            out[group.into].append(text)
+
+    at = 0
+    while (token := TOKEN.match(data, at)) is not None:
+        at = token.end()
+        word, number, hexbyte, symbol, brace, run = token.groups()
+        if skip and (hexbyte or run or symbol):  # the fallback of a \u character: one character or escape each
+            if run and len(run) > skip:
+                run, skip = run[skip:], 0
+            else:
+                skip -= 1 if not run else len(run)
+                continue
+        if brace == b"{":
+            if len(stack) >= MAX_DEPTH:
+                raise DataError(f"groups nested more than {MAX_DEPTH} deep (a crafted or damaged file)")
+            flush()
+            stack.append(group)
+        elif brace == b"}":
+            flush()
+            group = stack.pop() if stack else group
+        elif word is not None:
+            name = word.decode("ascii")
+            value = int(number) if number else None
+            if name == "bin":  # binary data of that many bytes follows: not text, and not RTF to parse
+                at += max(value or 0, 0)
+            elif name == "title" and group.into == "info":
+                group = replace(group, into="title")
+            elif name in NOT_TEXT:
+                flush()
+                group = replace(group, into="info" if name == "info" and group.into else "")
+            elif name == "ansicpg" and value:
+                codepage = _codepage(value, codepage)
+            elif name == "uc" and value is not None:
+                group = replace(group, fallback=max(value, 0))
+            elif name == "u" and value is not None:
+                write(chr(value % 65536 if value < 0 else min(value, 0x10FFFF)))
+                skip = group.fallback
+            elif name in ("par", "sect", "page"):
+                write(" " if in_row else PARAGRAPH)  # a paragraph inside a table cell stays in the cell
+            elif name == "line":
+                write("\n")
+            elif name == "outlinelevel" and value is not None and 0 <= value < 6 and not in_row:
+                write(HEADING * (value + 1))  # a heading's level (Word's heading styles, pandoc): read as Markdown's
+            elif name in ("trowd", "intbl"):
+                in_row = True
+            elif name in ("cell", "nestcell"):
+                write(CELL)
+            elif name in ("row", "nestrow"):
+                in_row = False
+                write(PARAGRAPH)
+            elif name in SPECIAL:
+                write(SPECIAL[name])
+        elif hexbyte is not None:
+            pending.append(int(hexbyte, 16))
+        elif symbol is not None:
+            if symbol == b"*":  # an ignorable destination: its group is not text
+                flush()
+                group = replace(group, into="")
+            elif symbol in (b"\n", b"\r"):  # an escaped line end is a paragraph mark
+                write(PARAGRAPH)
+            else:
+                write(SYMBOLS.get(symbol.decode("latin-1"), ""))
+        elif run is not None:
+            pending.extend(run)  # 8-bit characters written raw are in the code page too
+    flush()
+    title = " ".join("".join(out["title"]).split())
+    return title, _paragraphs("".join(out["text"]))
+
+
+def rtf_to_text(path: Path) -> tuple[str, str]:
+    """(title, text) of the RTF file at ``path`` (see the module)."""
+    try:
+        return rtf_text(path.read_bytes())
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from exc
+
+
+def _codepage(number: int, current: str) -> str:
+    """Python's codec for Windows code page ``number`` (cp1252, cp1251, cp932...), or ``current`` if it has none."""
+    name = "mac_roman" if number == 10000 else f"cp{number}"
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return current
+
+
+def _paragraphs(text: str) -> str:
+    """Paragraphs with their whitespace collapsed, a table row's cells joined by " | ", empty ones left out."""
+    paragraphs = []
+    for paragraph in text.split(PARAGRAPH):
+        lines = [" ".join(line.split()) for line in paragraph.split("\n")]
+        joined = "\n".join(line for line in lines if line)
+        if CELL in joined:
+            joined = " | ".join(cell.strip() for cell in joined.split(CELL) if cell.strip())
+        level = min(len(joined) - len(joined.lstrip(HEADING)), 6)
+        joined = joined.replace(HEADING, "").strip()
+        if joined and level:
+            joined = "#" * level + " " + " ".join(joined.split())  # a heading is one line
+        if joined:
+            paragraphs.append(joined)
+    return PARAGRAPH.join(paragraphs)

@@ -1,0 +1,104 @@
+"""Rich Text Format files read as their paragraphs, headings and table rows, without markup or hidden parts."""
+
+import contextlib
+import random
+import time
+
+import pytest
+
+from models.errors import DataError
+from pipeline.retrieval.documents import read_document
+from pipeline.retrieval.rtf_text import rtf_text
+
+TEXTEDIT = rb"""{\rtf1\ansi\ansicpg1252\cocoartf2761
+\cocoatextscaling0\cocoaplatform0{\fonttbl\f0\fswiss\fcharset0 Helvetica;}
+{\colortbl;\red255\green255\blue255;}
+{\*\expandedcolortbl;;}
+{\info{\title Refund policy}{\author Ann Lee}{\creatim\yr2024\mo3\dy1}}
+\paperw11900\paperh16840\margl1440\margr1440\vieww11520\viewh8400\viewkind0
+\pard\tx566\tx1133\pardirnatural\partightenfactor0
+
+\f0\b\fs24 \cf0 Refunds\
+\b0 Caf\'e9 orders can be refunded within 14 days \'96 ask at the counter.\
+Don\u8217 't forget the receipt{\*\footnote never shown}.}"""
+
+# as pandoc writes it (`pandoc -s doc.md -t rtf`): headings by outline level, tables with a paragraph per cell
+PANDOC = rb"""{\rtf1\ansi\deff0{\fonttbl{\f0 \fswiss Helvetica;}{\f1 \fmodern Courier;}}
+{\colortbl;\red255\green0\blue0;\red0\green0\blue255;}
+\widowctrl\hyphauto
+{\pard \ql \f0 \sa180 \li0 \fi0 \outlinelevel1 \b \fs32 Exchanges\par}
+{\pard \ql \f0 \sa0 \li360 \fi-360 \bullet \tx360\tab Or write to {\field{\*\fldinst{HYPERLINK "https://example.com"}}
+{\fldrslt{\ul
+support
+}}}
+\sa180\par}
+{
+\trowd \trgaph120
+\clbrdrb\brdrs\cellx4320\clbrdrb\brdrs\cellx8640
+\trkeep\intbl
+{
+{{\pard\intbl \ql \f0 \sa0 \li0 \fi0 Plan\par}
+\cell}
+{{\pard\intbl \ql \f0 \sa0 \li0 \fi0 Price\par}
+\cell}
+}
+\intbl\row}
+{
+\trowd \trgaph120
+\cellx4320\cellx8640
+\trkeep\intbl
+{
+{{\pard\intbl \ql \f0 \sa0 \li0 \fi0 Team\par}
+\cell}
+{{\pard\intbl \ql \f0 \sa0 \li0 \fi0 12 \u8364 ?\par}
+\cell}
+}
+\intbl\row}
+{\pard \ql \f0 \sa180 \li720 \fi0 Quoted: \u8220"smart quotes\u8221" and
+ \u1055?\u1088?\u1080?\u1074?\u1077?\u1090?.\par}
+{\header Company confidential\par}{\pict\pngblip 89504e470d0a}
+}"""
+
+
+def test_a_textedit_document_reads_as_its_paragraphs_and_its_title(tmp_path):
+    path = tmp_path / "policy.rtf"
+    path.write_bytes(TEXTEDIT)
+    assert read_document(path) == ("Refund policy", (
+        "Refunds\n\nCaf\u00e9 orders can be refunded within 14 days \u2013 ask at the counter.\n\n"
+        "Don\u2019t forget the receipt."))  # the \u character's fallback ("'") skipped, the footnote left out
+
+
+def test_headings_lists_links_and_tables_read_as_a_reader_sees_them():
+    assert rtf_text(PANDOC) == ("", (
+        "## Exchanges\n\n\u2022 Or write to support\n\nPlan | Price\n\nTeam | 12 \u20ac\n\n"
+        "Quoted: \u201csmart quotes\u201d and \u041f\u0440\u0438\u0432\u0435\u0442."))
+
+
+def test_code_pages_unicode_fallbacks_and_binary_data():
+    russian = rb"{\rtf1\ansi\ansicpg1251 \'cf\'f0\'e8\'e2\'e5\'f2\par\uc2\u1055\'cf\'cf x\par\bin4 {{{{ tail\par}"
+    assert rtf_text(russian) == ("", "\u041f\u0440\u0438\u0432\u0435\u0442\n\n\u041f x\n\ntail")
+    symbols = rb"{\rtf1 a\~b c\-d \{x\} e\emdash f\tab g\line h}"
+    assert rtf_text(symbols) == ("", "a b cd {x} e\u2014f g\nh")  # a non-breaking space is a space
+
+
+@pytest.mark.parametrize("data", [b"plain text", b"", b"{\\rtx1 nope}", b"PK\x03\x04"])
+def test_a_file_that_is_not_rtf_is_an_error(tmp_path, data):
+    path = tmp_path / "letter.rtf"
+    path.write_bytes(data)
+    with pytest.raises(DataError, match=r"letter\.rtf: not an RTF file"):
+        read_document(path)
+
+
+def test_crafted_nesting_and_size_read_in_bounded_time():
+    with pytest.raises(DataError, match="groups nested more than 2000 deep"):
+        rtf_text(b"{\\rtf1 " + b"{" * 100_000)
+    start = time.perf_counter()
+    text = rtf_text(b"{\\rtf1 " + b"\\par word \\'e9\\u8217? " * 100_000 + b"}")[1]
+    assert text.count("word") == 100_000 and time.perf_counter() - start < 10
+    rng = random.Random(0)
+    for _ in range(300):  # damaged copies: text or an error naming what is wrong, nothing else
+        data = bytearray(PANDOC)
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        with contextlib.suppress(DataError):
+            rtf_text(bytes(data))
