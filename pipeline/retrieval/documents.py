@@ -206,11 +206,8 @@ def _decoded(path: Path, fallback: str | None = None) -> str:
     data = path.read_bytes()
     marked = next((name for mark, name in WIDE_BYTE_ORDER_MARKS if data.startswith(mark)), None)
     if marked is not None:
-        try:
-            return _unix_lines(data.decode(marked))
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: starts with a {marked.upper()} byte-order mark but is not {marked.upper()} "
-                            f"({exc.reason} at byte {exc.start}); convert it to UTF-8") from exc
+        return _decoded_as(path, data, marked, f"starts with a {marked.upper()} byte-order mark but is not "
+                                               f"{marked.upper()}", "convert it to UTF-8")
     try:
         return _unix_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
@@ -218,20 +215,23 @@ def _decoded(path: Path, fallback: str | None = None) -> str:
         declared = DECLARED_CHARSET.search(data[:4096]) if html else None
         if declared is not None:
             charset = declared.group(1).decode("ascii")
-            try:
-                return _unix_lines(data.decode(charset))
-            except (LookupError, UnicodeDecodeError) as declared_exc:
-                raise DataError(f"{path}: neither UTF-8 nor its declared charset {charset!r} ({declared_exc})") \
-                    from exc
+            return _decoded_as(path, data, charset, f"neither UTF-8 nor its declared charset {charset!r}",
+                               "convert it to UTF-8 or correct its <meta> tag")
         if fallback is not None:
-            try:
-                return _unix_lines(data.decode(fallback))
-            except UnicodeDecodeError as fallback_exc:
-                raise DataError(f"{path}: neither UTF-8 nor {fallback} ({fallback_exc.reason} at byte "
-                                f"{fallback_exc.start}); name its encoding or convert it to UTF-8") from exc
+            return _decoded_as(path, data, fallback, f"neither UTF-8 nor {fallback}",
+                               "name its encoding or convert it to UTF-8")
         raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it to UTF-8"
                         + (", declare its charset in a <meta> tag" if html else "")
                         + " or name its encoding (`crag index add --encoding cp1252`)") from exc
+
+
+def _decoded_as(path: Path, data: bytes, encoding: str, what: str, fix: str) -> str:
+    """``data`` decoded as ``encoding``; else a DataError: ``path``, ``what`` is wrong, where, and the ``fix``."""
+    try:
+        return _unix_lines(data.decode(encoding))
+    except (LookupError, UnicodeDecodeError) as exc:
+        where = f"{exc.reason} at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise DataError(f"{path}: {what} ({where}); {fix}") from exc
 
 
 def _unix_lines(text: str) -> str:
