@@ -18,6 +18,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
+from pipeline.retrieval.table_text import row_line
 
 __all__ = ["docx_to_text"]
 
@@ -72,10 +73,21 @@ def _pictures(paragraph: Any) -> list[str]:
 
 
 def _table_rows(table: Any) -> list[str]:
-    rows = []
+    """A table's rows, a line each; below a header row (Word's "Repeat as header row": the row's ``w:tblHeader``)
+    each cell led by its column's name (:func:`row_line`), except in a row with merged cells."""
+    rows, header = [], None
     for row in table.rows:
-        cells = list({id(c._tc): c.text.strip() for c in row.cells}.values())  # a merged cell is listed per column
-        line = " | ".join(c for c in cells if c)
+        spans = row.cells
+        cells = list({id(c._tc): c.text.strip() for c in spans}.values())  # a merged cell is listed per column
+        if not rows and header is None and _repeats_as_header(row):
+            header = [" ".join(cell.split()) for cell in cells]
+        line = row_line(cells, header if len(cells) == len(spans) else None)  # merged cells: which name is whose?
         if line:
             rows.append(line)
     return rows
+
+
+def _repeats_as_header(row: Any) -> bool:
+    """Whether Word repeats this row atop each page of its table: the table's header row."""
+    flags = row._tr.xpath("./w:trPr/w:tblHeader/@w:val") or (["1"] if row._tr.xpath("./w:trPr/w:tblHeader") else [])
+    return bool(flags) and flags[0].lower() not in ("0", "false", "off")

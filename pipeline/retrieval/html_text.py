@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import html.parser
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.strips import FENCE, fence_for
+from pipeline.retrieval.table_text import row_line
 
 __all__ = ["html_to_text"]
 
@@ -42,6 +44,8 @@ BLOCKS = frozenset({"p", "div", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", 
                     "figcaption", "address", "details", "summary", "caption", "form", "fieldset", "body"})
 HEADINGS = {f"h{level}": level for level in range(1, 7)}
 CELLS = frozenset({"td", "th"})
+HEADER_ROW, BODY_ROW, CELL = "\ue003", "\ue004", "\ue000"  # private-use marks of table rows and cells, joined by text()
+MARKS = re.compile("[\ue000\ue003\ue004]")
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
                   "wbr"})
 PARAGRAPH = "\n\n"
@@ -69,6 +73,7 @@ class _Extractor(html.parser.HTMLParser):
         self._pre_opened = -1  # where the outermost <pre>'s text begins in parts
         self._content_depth = 0
         self._cells_in_row = 0
+        self._row_mark = -1  # where the row being read begins in parts (its HEADER_ROW or BODY_ROW mark)
         self._left_out_stack: list[_LeftOut] = []  # outermost first
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -98,8 +103,14 @@ class _Extractor(html.parser.HTMLParser):
             if tag == "pre" and self._in_pre == 1:  # preformatted text is code: fenced, as Markdown writes it
                 self._add("```\n")
                 self._pre_opened = len(self.parts)
-        elif tag in CELLS:  # a row reads "Zone | Days", as a Word table's does
-            self._add(" | " if self._cells_in_row else " ")
+        elif tag in CELLS:  # a row reads "Zone | Days", as a Word table's does (cells marked until text() joins them)
+            if not self._cells_in_row:
+                self._row_mark = len(self.parts)
+                self._add(HEADER_ROW if tag == "th" else BODY_ROW)
+            else:
+                self._add(CELL)
+                if tag == "td" and self._row_mark < len(self.parts) and self.parts[self._row_mark] == HEADER_ROW:
+                    self.parts[self._row_mark] = BODY_ROW  # a header row's cells are all <th>
             self._cells_in_row += 1
         elif tag == "br":  # a line break inside a paragraph, as a browser shows it; strips join such lines
             self._add("\n")
@@ -198,7 +209,7 @@ class _Extractor(html.parser.HTMLParser):
         never closed keeps its text (see the module)."""
         content = "".join(part for part, inside in zip(self.parts, self.in_content, strict=True) if inside)
         read = content if re.search(r"\w", content) else "".join(self.parts)
-        paragraphs = (p.strip() for p in read.split(PARAGRAPH))
+        paragraphs = _table_rows(p.strip() for p in read.split(PARAGRAPH))
         return PARAGRAPH.join(p for p in paragraphs if p.strip("#"))  # an empty heading is no paragraph
 
 
@@ -206,6 +217,25 @@ def _icon_sized(attrs: dict[str, str | None]) -> bool:
     """Whether an image declares a width and a height of at most :data:`ICON_PIXELS` (``24``, ``"24px"``)."""
     sides = [PIXELS.fullmatch(attrs.get(side) or "") for side in ("width", "height")]
     return all(side is not None and int(side.group(1)) <= ICON_PIXELS for side in sides)
+
+
+def _table_rows(paragraphs: Iterable[str]) -> Iterator[str]:
+    """The paragraphs with each table row's cells joined (:func:`row_line`): the rows under a header row (all its
+    cells ``<th>``) led by the column names it gives. A cell whose own blocks split its row is joined as text."""
+    header: list[str] | None = None
+    for paragraph in paragraphs:
+        if not paragraph:
+            continue
+        mark, rest = paragraph[0], paragraph[1:]
+        if mark in (HEADER_ROW, BODY_ROW) and not MARKS.search(rest.replace(CELL, "")):
+            cells = rest.split(CELL)
+            if mark == HEADER_ROW:
+                header = [" ".join(cell.split()) for cell in cells]
+            yield row_line(cells, None if mark == HEADER_ROW else header)
+        else:
+            header = None  # the table ended (or a cell's own blocks split its row: its marks are read as text)
+            yield MARKS.sub(lambda m: " | " if m.group() == CELL else " ", paragraph).strip() if MARKS.search(
+                paragraph) else paragraph
 
 
 # A complete tag as browsers read one: a name, then attributes whose quoted values may hold "<" and ">" (a data

@@ -29,6 +29,7 @@ from models.deps import require
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.sphinx_names import labelled, reading, role_title
 from pipeline.retrieval.strips import FENCE, closes_fence, fence_for
+from pipeline.retrieval.table_text import names_columns, row_line
 
 __all__ = ["markdown_to_text", "mdx_to_text"]
 
@@ -97,6 +98,8 @@ class _Writer:
         self.containers: list[_Container] = []
         self.last_line: int | None = None  # where the previous block ended in the source
         self.in_table = False  # a row of this table was written
+        self.in_head = False  # in its header, whose row names the columns
+        self.header: list[str] | None = None  # those names, which lead the cells of the rows below (row_line)
 
     def write(self, tokens: list[Any]) -> str:
         i = 0
@@ -141,10 +144,16 @@ class _Writer:
                 where = token.map
                 if self.in_table and where and self.last_line is not None:  # the delimiter row is no gap
                     where = [self.last_line, where[1]]
-                self._block(where, ["|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"])
+                if self.in_head:
+                    self.header = cells
+                labelled = not self.in_head and self.header is not None and names_columns(self.header)
+                self._block(where, [row_line(cells, self.header) if labelled else
+                                    "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"])
                 self.in_table = True
+            elif kind in ("thead_open", "thead_close"):
+                self.in_head = kind == "thead_open"
             elif kind == "table_close":
-                self.in_table = False
+                self.in_table, self.header = False, None
             i += 1
         return "".join(self.out)
 

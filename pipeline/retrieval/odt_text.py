@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.table_text import row_line
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml
 
 __all__ = ["OpenDocumentParts", "TextReader", "count_attribute", "document_title", "frame_alt_text", "list_styles",
@@ -125,11 +126,7 @@ class TextReader:
             elif tag == f"{{{TEXT}}}list":
                 self._list(child, child.get(f"{{{TEXT}}}style-name") or list_style, depth + 1)
             elif tag == f"{{{TABLE}}}table":
-                for row in child.iter(f"{{{TABLE}}}table-row"):
-                    cells = [" ".join(_words(cell).split()) for cell in row.iter(f"{{{TABLE}}}table-cell")]
-                    line = " | ".join(cell for cell in cells if cell)
-                    if line:
-                        self.paragraphs.append(line)
+                self.paragraphs += _table_rows(child)
             else:  # sections, text boxes' frames at body level and other containers: their paragraphs
                 self.blocks(child, list_style, depth)
 
@@ -249,3 +246,21 @@ def title_styles(*roots: ElementTree.Element | None) -> set[str]:
             seen.add(current)
             current = parents.get(current, "")
     return titles | {"Title"}
+
+
+def _table_rows(table: ElementTree.Element) -> list[str]:
+    """A table's rows, a line each; below its header rows (``table:table-header-rows``, Writer's "Heading") each
+    cell led by its column's name (:func:`row_line`), except in a row with merged (covered) cells."""
+    heads = table.find(f"{{{TABLE}}}table-header-rows")
+    header_rows = set(heads.iter(f"{{{TABLE}}}table-row")) if heads is not None else set()
+    header: list[str] | None = None
+    rows = []
+    for row in table.iter(f"{{{TABLE}}}table-row"):
+        cells = [" ".join(_words(cell).split()) for cell in row.iter(f"{{{TABLE}}}table-cell")]
+        if row in header_rows and header is None:
+            header = cells
+        merged = row.find(f"{{{TABLE}}}covered-table-cell") is not None
+        line = row_line(cells, None if merged else header)
+        if line:
+            rows.append(line)
+    return rows

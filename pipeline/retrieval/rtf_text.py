@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.errors import DataError
+from pipeline.retrieval.table_text import row_line
 
 __all__ = ["rtf_text", "rtf_to_text"]
 
@@ -38,6 +39,7 @@ SPECIAL = {"emdash": "\u2014", "endash": "\u2013", "bullet": "\u2022", "lquote":
 SYMBOLS = {"~": " ", "_": "-", "-": "", "\\": "\\", "{": "{", "}": "}", "\t": " "}
 PARAGRAPH = "\n\n"
 CELL = "\ue000"  # a table cell's end (a private-use character), made " | " once its row is read
+HEADER_ROW = "\ue002"  # a header row's mark, read by _paragraphs
 HEADING = "\ue001"  # one per level of the heading a paragraph is, made "#"s once the paragraph is read
 
 
@@ -117,6 +119,8 @@ def rtf_text(data: bytes) -> tuple[str, str]:
                 write(HEADING * (value + 1))  # a heading's level (Word's heading styles, pandoc): read as Markdown's
             elif name in ("trowd", "intbl"):
                 in_row = True
+            elif name == "trhdr":  # the row repeats atop each page: the table's header row
+                write(HEADER_ROW)
             elif name in ("cell", "nestcell"):
                 write(CELL)
             elif name in ("row", "nestrow"):
@@ -159,13 +163,22 @@ def _codepage(number: int, current: str) -> str:
 
 
 def _paragraphs(text: str) -> str:
-    """Paragraphs with their whitespace collapsed, a table row's cells joined by " | ", empty ones left out."""
+    """Paragraphs with their whitespace collapsed, a table row's cells joined (:func:`row_line`: below a header
+    row, ``\\trhdr``, each led by its column's name), empty ones left out."""
     paragraphs = []
+    header: list[str] | None = None
     for paragraph in text.split(PARAGRAPH):
         lines = [" ".join(line.split()) for line in paragraph.split("\n")]
         joined = "\n".join(line for line in lines if line)
+        if not joined:
+            continue
         if CELL in joined:
-            joined = " | ".join(cell.strip() for cell in joined.split(CELL) if cell.strip())
+            cells = [cell.strip() for cell in joined.replace(HEADER_ROW, "").split(CELL)][:-1]  # the last cell ends
+            if HEADER_ROW in joined:
+                header = [" ".join(cell.split()) for cell in cells]
+            joined = row_line(cells, header)
+        else:
+            header = None
         level = min(len(joined) - len(joined.lstrip(HEADING)), 6)
         joined = joined.replace(HEADING, "").strip()
         if joined and level:

@@ -13,6 +13,9 @@ comma when that is unclear), a ``.tsv`` file's is the tab. A first column with n
 rows (the index ``pandas.DataFrame.to_csv`` writes) is left out; any other column with no name, or a cell past
 the header's columns, is named by its position ("column 4"). A line break inside a quoted cell is kept, blank
 lines in it are not (they would split the record).
+
+A table inside a document (a page's, a Word file's) stays in its text, a row a line; when its header row names the
+columns, each row's cells are led by their names (:func:`row_line`), as a record's are.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from collections.abc import Iterable, Sequence
 
 from models.errors import DataError
 
-__all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "join_records", "record_lines", "records_text",
-           "tsv_to_text"]
+__all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "join_records", "names_columns", "record_lines",
+           "records_text", "row_line", "tsv_to_text"]
 
 # the files whose chunks (metadata "format") are records, each read whole
 RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx", "ods", "json", "jsonl"})
@@ -33,6 +36,7 @@ RECORD_SEPARATOR = "\x1e"  # ASCII RS: the end of one record, where a chunk must
 SNIFF_CHARS = 64 * 1024
 SEPARATORS = ",;\t|"
 BLANK_LINES = re.compile(r"\n\s*\n+")
+COLUMN_NAME_CHARS = 40
 
 
 def csv_to_text(raw: str) -> tuple[str, str]:
@@ -87,6 +91,22 @@ def join_records(records: Iterable[str]) -> str:
 def record_lines(fields: Iterable[tuple[str, str]]) -> str:
     """A record's ``name: value`` lines, empty values left out and blank lines inside a value dropped."""
     return "\n".join(f"{name}: {BLANK_LINES.sub(chr(10), value)}" for name, value in fields if value)
+
+
+def row_line(cells: Sequence[str], header: Sequence[str] | None = None) -> str:
+    """A table row of a document as one line: its non-empty cells joined by `` | ``, each led by its column's name
+    (``Zone: EU | Delivery time: 3-5 days``) when the table has a header row that names the columns (see
+    :func:`names_columns`), so that a row read alone (a chunk's or a quote's) still says what its values are."""
+    cells = [" ".join(cell.split()) for cell in cells]
+    if header is None or not names_columns(header) or len(cells) > len(header) or list(cells) == list(header):
+        return " | ".join(cell for cell in cells if cell)
+    return " | ".join(f"{name}: {cell}" for name, cell in zip(header, cells, strict=False) if cell)
+
+
+def names_columns(header: Sequence[str]) -> bool:
+    """Whether a header row's cells are column names: two or more, none empty or longer than
+    :data:`COLUMN_NAME_CHARS` (a long one is a sentence, not a name)."""
+    return len(header) >= 2 and all(0 < len(name) <= COLUMN_NAME_CHARS for name in header)
 
 
 def _counts_rows(header: list[str], body: list[list[str]]) -> bool:

@@ -4,6 +4,7 @@ import io
 
 import docx
 import pytest
+from docx.oxml.ns import qn
 
 from models import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
@@ -40,6 +41,26 @@ def test_a_word_file_reads_in_order_with_markdown_headings(tmp_path):
     assert "confidential" not in text  # the page header is not body text
     strips = [s for chunk in chunk_text(text) for s in sentence_strips(chunk)]
     assert strips[0] == "Refunds are accepted within thirty days."  # headings are never quoted
+
+
+def test_rows_below_a_repeated_header_row_read_with_their_column_names(tmp_path):
+    document = docx.Document()
+    table = document.add_table(rows=4, cols=3)
+    for r, row in enumerate((("Zone", "Delivery time", "Cost"), ("EU", "3-5 days", "4.90"), ("UK", "", "9.90"),
+                             ("US", "7-10 days", "14.90"))):
+        for cell, text in zip(table.rows[r].cells, row, strict=True):
+            cell.text = text
+    table.cell(3, 1).merge(table.cell(3, 2))  # a merged cell: whose column name would lead it?
+    header = table.rows[0]._tr.get_or_add_trPr()
+    header.append(header.makeelement(qn("w:tblHeader"), {}))  # Word's "Repeat as header row"
+    plain = document.add_table(rows=2, cols=2)  # no header row: a name and its value per row
+    for r, row in enumerate((("Owner", "Ann"), ("Review", "Yearly"))):
+        for cell, text in zip(plain.rows[r].cells, row, strict=True):
+            cell.text = text
+    document.save(str(tmp_path / "rates.docx"))
+    assert read_document(tmp_path / "rates.docx")[1].split("\n\n") == [
+        "Zone | Delivery time | Cost", "Zone: EU | Delivery time: 3-5 days | Cost: 4.90", "Zone: UK | Cost: 9.90",
+        "US | 7-10 days 14.90", "Owner | Ann", "Review | Yearly"]
 
 
 def test_pictures_read_as_the_alt_text_their_author_wrote(tmp_path):

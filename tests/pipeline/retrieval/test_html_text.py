@@ -30,7 +30,7 @@ def test_a_page_keeps_its_content_and_drops_its_furniture():
         "# Shipping times",  # a heading, written as Markdown
         "Orders ship within 2 business days. Express delivery takes 1 day in the EU.",
         "International shipping to the US takes 5\u20137 business days.",
-        "Zone | Days", "EU | 1-2",
+        "Zone | Days", "Zone: EU | Days: 1-2",  # a row under a header row is led by its column names
         '```\ncurl -X GET /orders\n    --header "Accept: json"\n```',  # preformatted text is code, fenced
     ]
     for furniture in ("Logo", "Products", "Returns", "cookies", "Related", "rights reserved", "tracking", "color",
@@ -96,6 +96,24 @@ def test_alt_text_that_starts_like_a_code_fence_opens_no_code_block():
 def test_spaces_around_inline_elements_collapse_to_one_as_a_browser_shows_them():
     _, text = html_to_text("<p>Orders <b> ship </b> <i>fast</i> .</p>")
     assert text == "Orders ship fast ."
+
+
+def test_rows_under_a_header_row_read_with_their_column_names():
+    page = ("<table><thead><tr><th>Plan</th><th>Monthly price</th><th>Seats</th></tr></thead>"
+            "<tbody><tr><td>Team</td><td>12 \u20ac</td><td>10</td></tr><tr><td>Business<td><td>50</table>"
+            "<p>Between.</p>"
+            "<table><tr><th>Weight</th><td>1.1 kg</td></tr><tr><th>Screen</th><td>13 inch</td></tr></table>"
+            "<table><tr><td>a</td><td>b</td></tr></table>"
+            "<table><tr><th>A column name as long as a sentence would be</th><th>b</th></tr><tr><td>x<td>y</table>"
+            "<table><tr><td><p>Cell with</p><p>blocks</p></td><td>two</td></tr></table>")
+    assert html_to_text(page)[1].split("\n\n") == [
+        "Plan | Monthly price | Seats", "Plan: Team | Monthly price: 12 \u20ac | Seats: 10",
+        "Plan: Business | Seats: 50",  # an empty cell is left out, with its name
+        "Between.",
+        "Weight | 1.1 kg", "Screen | 13 inch",  # row headers (a <th> beside <td>s) name no columns
+        "a | b",  # no header row
+        "A column name as long as a sentence would be | b", "x | y",  # a sentence is no column name
+        "Cell with", "blocks", "two"]  # blocks inside a cell split its row, as before
 
 
 def test_a_page_without_markup_or_text_reads_as_empty():

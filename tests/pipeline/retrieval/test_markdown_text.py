@@ -93,7 +93,7 @@ Because <b>it works</b>.
         "Use *args* and AT&T's Ctrl+C; old text <tag>.",
         "1. First step\n2. Second step\n   - nested item",
         "> Quoted advice\n> on two lines.",
-        "| Plan | Price |\n| Pro | Team | $10 |",
+        "| Plan | Price |\nPlan: Pro | Team | Price: $10",  # a row under its header led by the column names
         "Why?",  # an HTML block is read as HTML is
         "Because it works.",
         "```\nindented_code(x) * 2\n```",  # indented code is fenced like the rest

@@ -53,6 +53,21 @@ def test_what_a_reader_sees_in_order(tmp_path):
     assert read_document(path) == ("Returns policy", "Body.")
 
 
+def test_rows_below_a_tables_heading_rows_read_with_their_column_names(tmp_path):
+    def row(*cells: str) -> str:
+        return "<table:table-row>" + "".join(f"<table:table-cell><text:p>{c}</text:p></table:table-cell>" if c else
+                                             "<table:table-cell/>" for c in cells) + "</table:table-row>"
+
+    body = ("<table:table><table:table-header-rows>" + row("Zone", "Delivery time") + "</table:table-header-rows>"
+            + row("EU", "3-5 days") + row("UK", "")
+            + "<table:table-row><table:table-cell><text:p>US</text:p></table:table-cell><table:covered-table-cell/>"
+              "</table:table-row></table:table>"
+            + "<table:table>" + row("Owner", "Ann") + "</table:table>")
+    write_odt(tmp_path / "rates.odt", body)
+    assert read_document(tmp_path / "rates.odt")[1].split("\n\n") == [
+        "Zone | Delivery time", "Zone: EU | Delivery time: 3-5 days", "Zone: UK", "US", "Owner | Ann"]
+
+
 def test_a_document_docutils_writes_reads_like_its_source(tmp_path):
     from docutils.core import publish_file
 

@@ -102,3 +102,9 @@ def test_crafted_nesting_and_size_read_in_bounded_time():
             data[rng.randrange(len(data))] = rng.randrange(256)
         with contextlib.suppress(DataError):
             rtf_text(bytes(data))
+
+
+def test_rows_below_a_header_row_read_with_their_column_names():
+    word = (rb"{\rtf1\ansi\trowd\trhdr\cellx1000\cellx2000 Plan\cell Price\cell\row"
+            rb"\trowd\cellx1000\cellx2000 Team\cell 12 \u8364?\cell\row\trowd Free\cell\cell\row After.\par}")
+    assert rtf_text(word) == ("", "Plan | Price\n\nPlan: Team | Price: 12 \u20ac\n\nPlan: Free\n\nAfter.")
