@@ -30,6 +30,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.sphinx_names import ADMONITIONS, CODE_DIRECTIVES, labelled, reading, role_title
 from pipeline.retrieval.strips import fence_for
+from pipeline.retrieval.table_text import row_line
 
 __all__ = ["rst_to_text"]
 
@@ -150,6 +151,7 @@ class _Writer:
     def __init__(self) -> None:
         self.blocks: list[str] = []
         self.title = ""
+        self.table_header: list[str] | None = None  # the header row of the table being read
 
     def children(self, node: Any, depth: int) -> None:
         for child in node.children:
@@ -230,12 +232,18 @@ class _Writer:
     def _lines(self, node: Any) -> Iterator[str]:
         """Lines of a definition, field or option list (``term: definition``), table (``a | b``), line block; an
         item is one line whatever it holds (a list nested in a definition is read in it, not again)."""
+        if node.tagname == "tgroup":
+            self.table_header = None
         for child in node.children:
             kind = child.tagname
             if kind in ("definition_list_item", "field", "option_list_item"):
                 yield ": ".join(part for part in (_one_line(c) for c in child.children) if part)
-            elif kind == "row":
-                yield " | ".join(_one_line(entry) for entry in child.children)
+            elif kind == "row":  # below the header row, cells led by its column names (row_line)
+                cells = [_one_line(entry) for entry in child.children]
+                spanned = any(entry.get("morecols") for entry in child.children)
+                if node.tagname == "thead" and self.table_header is None and not spanned:
+                    self.table_header = cells
+                yield row_line(cells, None if node.tagname == "thead" or spanned else self.table_header)
             elif kind == "line":
                 yield _inline(child)
             elif kind not in SKIPPED_NODES and child.children:  # table groups, heads and bodies, nested blocks

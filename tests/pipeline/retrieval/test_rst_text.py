@@ -81,7 +81,8 @@ def test_sections_become_headings_and_markup_becomes_words(tmp_path):
     assert '```python\nimport os\nos.path.join("a", "b")\n```' in text  # Sphinx's option did not reject it
     assert "Note: On Windows, the drive is reset" in text
     assert "* first item\n  continues here\n* second item\n  1. nested one\n  2. nested two" in text
-    assert "param path: the first part\nreturns: the joined path" in text and "key | value\na | 1" in text
+    assert "param path: the first part\nreturns: the joined path" in text
+    assert "key | value\nkey: a | value: 1" in text  # a row below the header led by the column names
     assert "A footnote text." in text
     for markup in (":func:", ":ref:", ".. ", "::", "===", "---", "toctree", "maxdepth", "install", "no-index",
                    "emphasize", "synopsis"):
