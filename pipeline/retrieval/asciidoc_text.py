@@ -24,6 +24,7 @@ from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.sphinx_names import labelled
 from pipeline.retrieval.strips import fence_for
+from pipeline.retrieval.table_text import row_line
 
 __all__ = ["asciidoc_to_text"]
 
@@ -214,7 +215,8 @@ class _Reader:
             lead = "\n".join(body).strip("\n").split("\n\n", 1)[0]  # the first row, or a header row and a blank line
             columns = _column_count(style) or max(1, len(list(_cells(lead, separator))))
             rows = [cells[at:at + columns] for at in range(0, len(cells), columns)]
-        return [line for row in rows if (line := " | ".join(cell for cell in row if cell))]
+        header = rows[0] if rows and _has_header(body, style, mark) else None
+        return [line for row in rows if (line := row_line(row, header))]  # below a header, cells led by its names
 
     def _inline(self, text: str) -> str:
         return _inline(text, self.attributes)
@@ -249,6 +251,20 @@ def _attribute_list(text: str) -> list[str]:
     """A block attribute line's entries, split at commas outside double quotes: ``source,java``,
     ``cols="1,2",options="header"``."""
     return [entry.group(0).strip() for entry in re.finditer(r'(?:[^,"]|"[^"]*")+', text)] or [""]
+
+
+def _has_header(body: list[str], style: list[str], mark: str) -> bool:
+    """Whether a table's first row is its header: ``%header`` or ``options="header"``, or, unless ``noheader``, a
+    ``|`` table whose first line holds that row and is followed by a blank line (AsciiDoc's implicit header)."""
+    options = " ".join(style)
+    if "noheader" in options:
+        return False
+    if re.search(r"%header|\b(?:options|opts)=\"?[^\"]*\bheader", options):
+        return True
+    lines = [line for line in body]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return mark not in ",:" and len(lines) > 1 and lines[0].lstrip().startswith(("|", "!")) and not lines[1].strip()
 
 
 def _column_count(style: list[str]) -> int:

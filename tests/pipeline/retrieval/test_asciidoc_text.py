@@ -91,7 +91,7 @@ def test_a_guide_reads_as_its_rendered_page(tmp_path):
         "- Damaged items are replaced.\n\n  - Send a photo first.\n\n"
         "Refund time: 5 to 10 business days\n\nStore credit: immediate\n\n"
         "```bash\ncurl -X POST {url-help}/returns\n```\n\n"  # a listing block substitutes no attribute
-        "Country | Days\n\nCanada | 5 to 8\n\n> We answer within one day.\n\n"
+        "Country | Days\n\nCountry: Canada | Days: 5 to 8\n\n> We answer within one day.\n\n"
         "Image: Where the label goes on the box\n\n"
         "Press Ctrl+P, then Print, or use File > Print > Label.\n"
         "Read the policy. The API uses `std::vector` and snake_case_names.\n\n### Shipping\n\nOrders ship in 2 days.")
@@ -104,7 +104,8 @@ def test_tables_without_column_counts_csv_tables_and_a_file_without_a_title():
     text = ("== Prices\n\n|===\n|Plan |Price\n\n|Basic\n|5\n\n|Pro\n|9\n|===\n\n"
             ",===\nregion,days\nEU,3\n,===\n\n[cols=\"3*\"]\n|===\n|a |b |c |d |e |f\n|===\n\n"
             "|===\n|one cell | escaped \\| bar\n|===")
-    assert asciidoc_to_text(text) == ("Prices", "## Prices\n\nPlan | Price\n\nBasic | 5\n\nPro | 9\n\n"
+    assert asciidoc_to_text(text) == ("Prices", "## Prices\n\nPlan | Price\n\nPlan: Basic | Price: 5\n\n"
+                                                "Plan: Pro | Price: 9\n\n"  # below an implicit header row
                                                 "region | days\n\nEU | 3\n\na | b | c\n\nd | e | f\n\n"
                                                 "one cell | escaped | bar")
 
@@ -133,3 +134,11 @@ def test_unclosed_markup_costs_time_linear_in_its_length():
 def test_blocks_nested_past_sixteen_deep_read_as_their_lines():
     nested = "".join("=" * (4 + k) + "\n" for k in range(3000)[::-1]) + "Inner words.\n"  # each block opens inside
     assert asciidoc_to_text(nested)[1].endswith("Inner words.")
+
+
+def test_rows_below_a_header_row_read_with_their_column_names_unless_the_table_says_noheader():
+    text = ("[%header,cols=\"1,1\"]\n|===\n|Plan\n|Price\n|Team\n|12\n|===\n\n"
+            "[cols=\"1,1\"]\n|===\n|Owner |Ann\n|Review |Yearly\n|===\n\n"
+            "[%noheader]\n|===\n|A |B\n\n|c |d\n|===\n")
+    assert asciidoc_to_text(text)[1].split("\n\n") == ["Plan | Price", "Plan: Team | Price: 12", "Owner | Ann",
+                                                       "Review | Yearly", "A | B", "c | d"]
