@@ -261,7 +261,7 @@ def _has_header(body: list[str], style: list[str], mark: str) -> bool:
         return False
     if re.search(r"%header|\b(?:options|opts)=\"?[^\"]*\bheader", options):
         return True
-    lines = [line for line in body]
+    lines = list(body)
     while lines and not lines[0].strip():
         lines.pop(0)
     return mark not in ",:" and len(lines) > 1 and lines[0].lstrip().startswith(("|", "!")) and not lines[1].strip()
