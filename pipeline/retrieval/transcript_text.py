@@ -58,6 +58,7 @@ def srt_to_text(raw: str) -> tuple[str, str]:
 
 
 def _lines(raw: str) -> list[str]:
+    """The file's lines, whatever its line ends, without a byte-order mark."""
     return raw.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
@@ -88,6 +89,7 @@ def _cues(lines: list[str]) -> list[_Cue]:
 
 
 def _seconds(stamp: str) -> float:
+    """Seconds of a cue time: ``01:02:03.500`` or ``02:03,500``."""
     parts = stamp.replace(",", ".").split(":")
     return sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
 
@@ -107,6 +109,7 @@ def _named_speakers(cues: list[_Cue]) -> bool:
 
 
 def _paragraphs(cues: list[_Cue]) -> str:
+    """The cues joined into paragraphs (see the module), each led by its start time and speaker."""
     if cues and not any(cue.speaker for cue in cues) and _named_speakers(cues):
         for cue in cues:
             if named := NAMED_SPEAKER.match(cue.text):
