@@ -77,6 +77,8 @@ def test_headings_lists_links_and_tables_read_as_a_reader_sees_them():
 def test_code_pages_unicode_fallbacks_and_binary_data():
     russian = rb"{\rtf1\ansi\ansicpg1251 \'cf\'f0\'e8\'e2\'e5\'f2\par\uc2\u1055\'cf\'cf x\par\bin4 {{{{ tail\par}"
     assert rtf_text(russian) == ("", "\u041f\u0440\u0438\u0432\u0435\u0442\n\n\u041f x\n\ntail")
+    emoji = rb"{\rtf1 Smile \u-10179?\u-8704? and a lone half \u-10179? end}"  # UTF-16 halves, as Word writes them
+    assert rtf_text(emoji) == ("", "Smile \U0001f600 and a lone half \ufffd end")
     symbols = rb"{\rtf1 a\~b c\-d \{x\} e\emdash f\tab g\line h}"
     assert rtf_text(symbols) == ("", "a b cd {x} e\u2014f g\nh")  # a non-breaking space is a space
 
