@@ -22,6 +22,7 @@ from grader.session_pool import SessionPool
 from models.bundle import sha256_file
 from models.deps import require
 from models.errors import BundleError, ConfigError
+from models.unicode_text import whole_characters
 
 __all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache"]
 
@@ -80,6 +81,7 @@ class OnnxMiniLMEmbedder:
         self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = [whole_characters(text) for text in texts]  # a lone "\ud83d" cannot be tokenised
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         keys = [content_key(t) for t in texts]
         todo: dict[bytes, list[int]] = {}
@@ -107,6 +109,7 @@ class OnnxMiniLMEmbedder:
         one window adds overlapping windows (stride a quarter window), at most ``max_windows`` in all."""
         if not isinstance(max_windows, int) or max_windows < 1:
             raise ConfigError(f"max_windows must be a positive int (1 = the first window only), got {max_windows!r}")
+        texts = [whole_characters(text) for text in texts]
         first = self.embed(texts)
         if max_windows == 1:
             return first, np.arange(len(texts), dtype=np.int64)
@@ -145,7 +148,7 @@ class OnnxMiniLMEmbedder:
 
         Free for texts ``embed_windows`` has just read (a grader whose cosine is all it reads takes its
         ``windows`` / ``truncated`` flags from here); other long texts are tokenised, not embedded."""
-        readings = [self._reading(text, max_windows) for text in texts]
+        readings = [self._reading(whole_characters(text), max_windows) for text in texts]
         return (np.array([1 + extra for extra, _ in readings], dtype=np.int64),
                 np.array([unread for _, unread in readings], dtype=bool))
 

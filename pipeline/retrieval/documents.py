@@ -14,6 +14,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError, DataError
+from models.unicode_text import whole_characters
 from pipeline.retrieval.asciidoc_text import asciidoc_to_text
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
@@ -164,7 +165,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
                 raise DataError(f"{path}: {exc}") from exc
     except RecursionError as exc:  # a reader (or the library under it) walking a crafted file's nesting
         raise DataError(f"{path}: nested too deeply to read (a crafted or damaged file)") from exc
-    return title or path.stem, text  # a document without a title of its own is named by its file
+    # a document without a title of its own is named by its file; "\ud83d" escapes (JSON, HTML) made storable
+    return whole_characters(title) or path.stem, whole_characters(text)
 
 
 def _plain_text(raw: str) -> tuple[str, str]:

@@ -75,7 +75,8 @@ def _pictures(paragraph: Any) -> list[str]:
 def _table_rows(table: Any) -> list[str]:
     """A table's rows, a line each; below a header row (Word's "Repeat as header row": the row's ``w:tblHeader``)
     each cell led by its column's name (:func:`row_line`), except in a row with merged cells."""
-    rows, header = [], None
+    rows: list[str] = []
+    header: list[str] | None = None
     for row in table.rows:
         spans = row.cells
         cells = list({id(c._tc): c.text.strip() for c in spans}.values())  # a merged cell is listed per column

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.errors import DataError
+from models.unicode_text import whole_characters
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["rtf_text", "rtf_to_text"]
@@ -142,7 +143,7 @@ def rtf_text(data: bytes) -> tuple[str, str]:
             pending.extend(run)  # 8-bit characters written raw are in the code page too
     flush()
     title = " ".join("".join(out["title"]).split())
-    return _whole(title), _paragraphs(_whole("".join(out["text"])))
+    return whole_characters(title), _paragraphs(whole_characters("".join(out["text"])))
 
 
 def rtf_to_text(path: Path) -> tuple[str, str]:
@@ -151,12 +152,6 @@ def rtf_to_text(path: Path) -> tuple[str, str]:
         return rtf_text(path.read_bytes())
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from exc
-
-
-def _whole(text: str) -> str:
-    """``text`` with each UTF-16 surrogate pair (two ``\\u`` characters: how RTF writes an emoji) made the character
-    it stands for, and a surrogate left alone replaced (it is no character)."""
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _codepage(number: int, current: str) -> str:

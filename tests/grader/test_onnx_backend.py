@@ -159,3 +159,12 @@ def test_onnx_path_imports_no_torch():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "LOADED:"
+
+
+def test_text_with_utf16_halves_is_graded_as_the_characters_they_stand_for(grader):
+    # JSON's "\ud83d\ude00" escapes decode to two halves; a lone one cannot be tokenised (was a TypeError)
+    chunk = "The Normans gave their name to Normandy, a region in France."
+    halves = grader.grade("In what country is Normandy located? \ud83d\ude00", [chunk + " \ud83d"])[0]
+    whole = grader.grade("In what country is Normandy located? \U0001f600", [chunk + " \ufffd"])[0]
+    assert halves.decided_by == "model" and halves.probability == whole.probability
+    assert load_grader("fast").grade("Normandy \ud83d", [chunk])[0].decided_by == "model"

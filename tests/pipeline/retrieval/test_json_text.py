@@ -71,3 +71,13 @@ def test_invalid_json_is_an_error_naming_the_file_and_place(tmp_path):
         path.write_text(crafted, encoding="utf-8")  # json and the flattening recurse once a level
         with pytest.raises(DataError, match=rf"{name.replace('.', '[.]')}: values nested too deeply to read"):
             read_document(path)
+
+
+def test_escaped_utf16_halves_are_read_as_characters_and_indexed(tmp_path):
+    path = tmp_path / "faq.jsonl"
+    path.write_text('{"question": "Emoji \\ud83d\\ude00 allowed?", "answer": "Yes, but not \\ud83d alone."}\n',
+                    encoding="utf-8")
+    text = read_document(path)[1]
+    assert "Emoji \U0001f600 allowed?" in text and "not \ufffd alone" in text
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert ingest(idx, [path], tenant="t").chunks_added == 1  # was a UnicodeEncodeError while hashing the chunk
