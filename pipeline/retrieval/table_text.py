@@ -100,13 +100,15 @@ def row_line(cells: Sequence[str], header: Sequence[str] | None = None) -> str:
     cells = [" ".join(cell.split()) for cell in cells]
     if header is None or not names_columns(header) or len(cells) > len(header) or list(cells) == list(header):
         return " | ".join(cell for cell in cells if cell)
-    return " | ".join(f"{name}: {cell}" for name, cell in zip(header, cells, strict=False) if cell)
+    return " | ".join(f"{name}: {cell}" if name else cell for name, cell in zip(header, cells, strict=False) if cell)
 
 
 def names_columns(header: Sequence[str]) -> bool:
-    """Whether a header row's cells are column names: two or more, none empty or longer than
-    :data:`COLUMN_NAME_CHARS` (a long one is a sentence, not a name)."""
-    return len(header) >= 2 and all(0 < len(name) <= COLUMN_NAME_CHARS for name in header)
+    """Whether a header row's cells are column names: two or more cells, none longer than
+    :data:`COLUMN_NAME_CHARS` (a long one is a sentence, not a name), none empty but the first (the corner above
+    the rows' own labels: ``| 2023 | 2024`` over ``Revenue | 5 | 7`` reads ``Revenue | 2023: 5 | 2024: 7``)."""
+    return (len(header) >= 2 and all(0 < len(name) <= COLUMN_NAME_CHARS for name in header[1:])
+            and len(header[0]) <= COLUMN_NAME_CHARS)
 
 
 def _counts_rows(header: list[str], body: list[list[str]]) -> bool:

@@ -6,7 +6,7 @@ from models.errors import DataError
 from pipeline.retrieval.documents import Principal, chunk_text, read_document
 from pipeline.retrieval.index import LocalHybridIndex
 from pipeline.retrieval.ingest import ingest
-from pipeline.retrieval.table_text import RECORD_SEPARATOR, csv_to_text, tsv_to_text
+from pipeline.retrieval.table_text import RECORD_SEPARATOR, csv_to_text, row_line, tsv_to_text
 from tests.pipeline.conftest import HashEmbedder
 
 RS = f"\n{RECORD_SEPARATOR}\n"
@@ -87,3 +87,18 @@ def test_an_indexed_table_answers_with_its_record(tmp_path):
     hits = index.search("refund window", Principal(tenant="t"), k=1)
     assert "answer: 30 days" in hits[0][0].text and hits[0][0].title == "faq"
     assert "note: café open late" in index.search("München café", Principal(tenant="t"), k=1)[0][0].text
+
+
+@pytest.mark.parametrize(("header", "cells", "line"), [
+    (["Zone", "Days"], ["EU", " 3-5\n days "], "Zone: EU | Days: 3-5 days"),
+    (["Zone", "Days"], ["UK", ""], "Zone: UK"),  # an empty cell is left out with its name
+    (["", "2023", "2024"], ["Revenue", "5", "7"], "Revenue | 2023: 5 | 2024: 7"),  # the corner names no column
+    (["Zone", ""], ["EU", "3"], "EU | 3"),  # a column without a name: the header names no columns
+    (["A name as long as a whole sentence would ever be", "b"], ["x", "y"], "x | y"),
+    (["Zone"], ["EU"], "EU"),  # one column: nothing to tell apart
+    (["Zone", "Days"], ["EU", "3", "extra"], "EU | 3 | extra"),  # more cells than names (spans): unlabelled
+    (["Zone", "Days"], ["Zone", "Days"], "Zone | Days"),  # the header row itself
+    (None, ["a", "", "b"], "a | b"),
+])
+def test_a_document_table_row_is_led_by_its_column_names_only_when_the_header_names_them(header, cells, line):
+    assert row_line(cells, header) == line
