@@ -382,7 +382,7 @@ def _split_paragraph(paragraph: str, max_chars: int) -> list[str]:
         return _split_sentences(paragraph, max_chars)
     units: list[list[str]] = []
     for line in paragraph.split("\n"):
-        starts = LIST_ITEM.match(line) or TABLE_ROW.match(line) or not units or units[-1][-1].rstrip().endswith(
+        starts = LIST_ITEM.match(line) or TABLE_ROW.search(line) or not units or units[-1][-1].rstrip().endswith(
             LIST_LEAD_IN)  # where strips let a list begin: after a sentence, a colon or a semicolon
         if starts:
             units.append([line])

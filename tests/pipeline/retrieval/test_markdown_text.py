@@ -347,3 +347,14 @@ def test_deeply_nested_fences_are_read_without_exhausting_the_stack():
     assert markdown_to_text(nested)[1].endswith("Inner text.")
     backticks = "".join("`" * (3 + k) + "{note}\n" for k in range(200)[::-1]) + "Deep.\n"
     assert markdown_to_text(backticks)[1].endswith("Deep.")
+
+
+def test_a_long_table_with_column_names_is_cut_between_its_rows():
+    rows = "".join(f"| Zone {i} | {i}-{i + 2} business days | {i}.90 EUR |\n" for i in range(40))
+    text = markdown_to_text("| Zone | Delivery time | Cost |\n|---|---|---|\n" + rows)[1]
+    chunks = chunk_text(text, max_chars=300)
+    assert len(chunks) > 5 and chunks[0].startswith("| Zone | Delivery time | Cost |\nZone: Zone 0 | Delivery time:")
+    lines = [line for chunk in chunks for line in chunk.split("\n")]
+    assert lines[1:] == [f"Zone: Zone {i} | Delivery time: {i}-{i + 2} business days | Cost: {i}.90 EUR"
+                         for i in range(40)]  # every row whole, in order, none cut inside
+    assert sentence_strips(chunks[1])[0] == "Zone: Zone 4 | Delivery time: 4-6 business days | Cost: 4.90 EUR"
