@@ -81,7 +81,7 @@ def _table_rows(table: Any) -> list[str]:
         spans = row.cells
         cells = list({id(c._tc): c.text.strip() for c in spans}.values())  # a merged cell is listed per column
         if not rows and header is None and _repeats_as_header(row):
-            header = [" ".join(cell.split()) for cell in cells]
+            header = cells
         line = row_line(cells, header if len(cells) == len(spans) else None)  # merged cells: which name is whose?
         if line:
             rows.append(line)

@@ -230,7 +230,7 @@ def _table_rows(paragraphs: Iterable[str]) -> Iterator[str]:
         if mark in (HEADER_ROW, BODY_ROW) and not MARKS.search(rest.replace(CELL, "")):
             cells = rest.split(CELL)
             if mark == HEADER_ROW:
-                header = [" ".join(cell.split()) for cell in cells]
+                header = cells
             yield row_line(cells, None if mark == HEADER_ROW else header)
         else:
             header = None  # the table ended (or a cell's own blocks split its row: its marks are read as text)

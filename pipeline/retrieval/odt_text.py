@@ -256,7 +256,7 @@ def _table_rows(table: ElementTree.Element) -> list[str]:
     header: list[str] | None = None
     rows = []
     for row in table.iter(f"{{{TABLE}}}table-row"):
-        cells = [" ".join(_words(cell).split()) for cell in row.iter(f"{{{TABLE}}}table-cell")]
+        cells = [_words(cell) for cell in row.iter(f"{{{TABLE}}}table-cell")]
         if row in header_rows and header is None:
             header = cells
         merged = row.find(f"{{{TABLE}}}covered-table-cell") is not None

@@ -174,9 +174,9 @@ def _paragraphs(text: str) -> str:
         if not joined:
             continue
         if CELL in joined:
-            cells = [cell.strip() for cell in joined.replace(HEADER_ROW, "").split(CELL)][:-1]  # the last cell ends
+            cells = joined.replace(HEADER_ROW, "").split(CELL)[:-1]  # the last cell ends its row
             if HEADER_ROW in joined:
-                header = [" ".join(cell.split()) for cell in cells]
+                header = cells
             joined = row_line(cells, header)
         else:
             header = None

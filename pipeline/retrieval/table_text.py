@@ -96,11 +96,13 @@ def record_lines(fields: Iterable[tuple[str, str]]) -> str:
 def row_line(cells: Sequence[str], header: Sequence[str] | None = None) -> str:
     """A table row of a document as one line: its non-empty cells joined by `` | ``, each led by its column's name
     (``Zone: EU | Delivery time: 3-5 days``) when the table has a header row that names the columns (see
-    :func:`names_columns`), so that a row read alone (a chunk's or a quote's) still says what its values are."""
+    :func:`names_columns`), so that a row read alone (a chunk's or a quote's) still says what its values are.
+    Whitespace in cells and names is collapsed here, so callers pass them as read."""
     cells = [" ".join(cell.split()) for cell in cells]
-    if header is None or not names_columns(header) or len(cells) > len(header) or list(cells) == list(header):
+    names = None if header is None else [" ".join(name.split()) for name in header]
+    if names is None or not names_columns(names) or len(cells) > len(names) or cells == names:
         return " | ".join(cell for cell in cells if cell)
-    return " | ".join(f"{name}: {cell}" if name else cell for name, cell in zip(header, cells, strict=False) if cell)
+    return " | ".join(f"{name}: {cell}" if name else cell for name, cell in zip(names, cells, strict=False) if cell)
 
 
 def names_columns(header: Sequence[str]) -> bool:
