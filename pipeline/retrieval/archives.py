@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.documents import SUPPORTED, read_document
-from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, opened_zip, part_bytes
+from pipeline.retrieval.zipped_xml import check_part_size, opened_zip, part_bytes
 
 __all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "archive_type", "passed_over"]
 
@@ -77,7 +77,7 @@ class DocumentText:
 def archive_type(path: Path) -> str | None:
     """The archive type ``path``'s name ends with (one of :data:`ARCHIVES`: ``.tar.gz`` for ``x.tar.gz``), or None."""
     name = path.name.lower()
-    return next((kind for kind in sorted(ARCHIVES, key=len, reverse=True) if name.endswith(kind)), None)
+    return next((kind for kind in ARCHIVES if name.endswith(kind)), None)  # none of them ends another
 
 
 def archive_documents(path: Path, *, encoding: str | None = None,
@@ -119,7 +119,8 @@ def _zip_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes
 
 def _tar_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes]]]:
     """(member path, its bytes when asked) of each regular file in a tar archive (compressed or not), read in one
-    pass; a member past MAX_PART_BYTES is its own error, an archive past MAX_TAR_BYTES or damaged the archive's."""
+    pass; a member past the part size cap (zipped_xml.check_part_size) is its own error, an archive past
+    MAX_TAR_BYTES or damaged the archive's."""
     try:
         archive = tarfile.open(path, "r:*")  # noqa: SIM115 (entered below: its own error if it cannot open)
     except TAR_ERRORS as exc:
@@ -140,9 +141,7 @@ def _tar_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes
 
 
 def _tar_bytes(path: Path, archive: tarfile.TarFile, info: tarfile.TarInfo) -> bytes:
-    if info.size > MAX_PART_BYTES:
-        raise DataError(f"{path}: {info.name} unpacks to {info.size:,} bytes, more than {MAX_PART_BYTES:,}; too large "
-                        "to be a document")
+    check_part_size(path, info.name, info.size)
     try:
         stream = archive.extractfile(info)
         return stream.read() if stream is not None else b""

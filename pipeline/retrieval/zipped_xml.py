@@ -19,7 +19,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 
-__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "opened_zip", "part_bytes", "part_xml"]
+__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "check_part_size", "opened_zip", "part_bytes", "part_xml"]
 
 MAX_PART_BYTES = 64 * 2**20  # one part unpacked (a chapter, content.xml): more is a zip bomb, not a document
 MAX_DEPTH = 200  # elements nested deeper than this are a crafted file (documents nest a few dozen deep at most)
@@ -42,10 +42,14 @@ def part_bytes(path: Path, archive: zipfile.ZipFile, member: str, damaged: str =
         info = archive.getinfo(member)
     except KeyError as exc:
         raise DataError(f"{path}: {member} is missing; {damaged}") from exc
-    if info.file_size > MAX_PART_BYTES:
-        raise DataError(f"{path}: {member} unpacks to {info.file_size:,} bytes, more than {MAX_PART_BYTES:,}; "
-                        "not read")
+    check_part_size(path, member, info.file_size)
     return archive.read(info)
+
+
+def check_part_size(path: Path, member: str, size: int) -> None:
+    """A DataError when a part or member of the file at ``path`` unpacks past :data:`MAX_PART_BYTES` (a bomb)."""
+    if size > MAX_PART_BYTES:
+        raise DataError(f"{path}: {member} unpacks to {size:,} bytes, more than {MAX_PART_BYTES:,}; not read")
 
 
 def part_xml(path: Path, archive: zipfile.ZipFile, member: str, damaged: str = "the file is damaged"

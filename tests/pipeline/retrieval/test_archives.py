@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from models import DataError
-from pipeline.retrieval import archives
+from pipeline.retrieval import archives, zipped_xml
 from pipeline.retrieval.index import LocalHybridIndex
 from pipeline.retrieval.ingest import ingest
 from tests.pipeline.conftest import HashEmbedder
@@ -116,7 +116,7 @@ def test_a_damaged_or_oversized_tar_archive_is_an_error_naming_it(tmp_path, monk
 
 
 def test_a_member_too_large_to_be_a_document_is_that_member_s_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(archives, "MAX_PART_BYTES", 30)
+    monkeypatch.setattr(zipped_xml, "MAX_PART_BYTES", 30)  # the cap zip parts and tar members share
     release = tmp_path / "proj.tar"
     source_release(release, "w")
     report = ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [release], tenant="t",
