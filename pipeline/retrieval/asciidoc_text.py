@@ -19,6 +19,7 @@ import csv
 import re
 import textwrap
 from collections.abc import Iterator
+from itertools import dropwhile
 
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.html_text import html_to_text
@@ -261,9 +262,7 @@ def _has_header(body: list[str], style: list[str], mark: str) -> bool:
         return False
     if re.search(r"%header|\b(?:options|opts)=\"?[^\"]*\bheader", options):
         return True
-    lines = list(body)
-    while lines and not lines[0].strip():
-        lines.pop(0)
+    lines = list(dropwhile(lambda line: not line.strip(), body))
     return mark not in ",:" and len(lines) > 1 and lines[0].lstrip().startswith(("|", "!")) and not lines[1].strip()
 
 
