@@ -93,6 +93,7 @@ def serve_settings(args: argparse.Namespace) -> dict[str, Any]:
         "rag": {**rag_settings(args), "access_denied_min_coverage": args.access_denied_coverage or None},
         "limits": {"max_query_chars": args.max_query_chars, "max_chunks": args.max_chunks,
                    "max_chunk_chars": args.max_chunk_chars, "max_body_bytes": args.max_body_bytes,
+                   "max_document_bytes": args.max_document_bytes, "max_document_chunks": args.max_document_chunks,
                    "rate_per_minute": args.rate_per_minute, "grade_deadline_s": args.grade_deadline},
         "micro_batch_wait_ms": args.micro_batch_wait_ms,
     }
@@ -150,6 +151,10 @@ def register_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-chunks", type=int, default=defaults.max_chunks)
     p.add_argument("--max-chunk-chars", type=int, default=defaults.max_chunk_chars)
     p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    p.add_argument("--max-document-bytes", type=int, default=defaults.max_document_bytes,
+                   help="largest document (or archive) a writer key may upload with PUT /v1/documents/NAME")
+    p.add_argument("--max-document-chunks", type=int, default=defaults.max_document_chunks,
+                   help="most chunks one upload may make (each is embedded before the upload is answered)")
     p.add_argument("--access-denied-coverage", type=float, default=RAGConfig.access_denied_min_coverage,
                    help="answer 'access denied' only when a hidden document covers this share of the question's "
                         "content terms (0 never reveals that hidden documents exist)")
@@ -168,9 +173,10 @@ def _keys(args: argparse.Namespace) -> int:
     if args.keys_command == "create":
         store = KeyStore.open(args.store, create=True)
         roles = frozenset(r.strip() for r in args.roles.split(",") if r.strip())
-        token = store.create(args.tenant, roles=roles, rate_per_minute=args.rate_per_minute, label=args.label)
+        token = store.create(args.tenant, roles=roles, rate_per_minute=args.rate_per_minute, label=args.label,
+                             writer=args.writer)
         print_json({"api_key": token, "key_id": token.split("_")[1], "tenant": args.tenant, "roles": sorted(roles),
-                    "note": "shown once; only its SHA-256 is stored"})
+                    "writer": args.writer, "note": "shown once; only its SHA-256 is stored"})
     elif args.keys_command == "list":
         store = KeyStore.open(args.store)
         print_json([{k: v for k, v in key.to_dict().items() if k != "sha256"} for key in store.keys.values()])
@@ -190,6 +196,8 @@ def register_keys(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--roles", default="")
     create.add_argument("--rate-per-minute", type=int, default=None)
     create.add_argument("--label", default="")
+    create.add_argument("--writer", action="store_true",
+                        help="the key may also add, replace, list and delete its tenant's documents (/v1/documents)")
     listing = ksub.add_parser("list", help="list keys (ids, tenants, roles; never secrets or hashes)")
     listing.add_argument("--store", "--keys", dest="store", required=True, help=store_help)
     revoke = ksub.add_parser("revoke", help="revoke a key by id")

@@ -80,9 +80,10 @@ def archive_type(path: Path) -> str | None:
     return next((kind for kind in ARCHIVES if name.endswith(kind)), None)  # none of them ends another
 
 
-def archive_documents(path: Path, *, encoding: str | None = None,
-                      unsupported: Counter[str] | None = None) -> Iterator[DocumentText]:
-    """The documents of the archive at ``path``, in the archive's order; members of other types are counted in
+def archive_documents(path: Path, *, encoding: str | None = None, unsupported: Counter[str] | None = None,
+                      named: str | None = None) -> Iterator[DocumentText]:
+    """The documents of the archive at ``path``, in the archive's order, each named ``<archive>/<member>`` (the
+    archive called ``named`` instead of its path when given); members of other types are counted in
     ``unsupported`` by extension."""
     with tempfile.TemporaryDirectory(prefix="crag-archive-") as tmp:
         members = _tar_members(path) if archive_type(path) in TARS else _zip_members(path)
@@ -94,17 +95,17 @@ def archive_documents(path: Path, *, encoding: str | None = None,
                 if unsupported is not None:
                     unsupported[suffix or "(no extension)"] += 1
                 continue
-            named = f"{path}/{member}"
+            member_name = f"{named or path}/{member}"
             try:
                 content = data()
             except DataError as exc:
-                yield DocumentText(named, member.name, suffix, error=exc)
+                yield DocumentText(member_name, member.name, suffix, error=exc)
                 continue
             folder = Path(tmp) / str(number)
             folder.mkdir()
             copy = folder / UNSAFE_NAME.sub("_", member.name)[-200:]
             copy.write_bytes(content)
-            yield DocumentText.read(copy, named=named, encoding=encoding)
+            yield DocumentText.read(copy, named=member_name, encoding=encoding)
             copy.unlink()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -326,7 +326,37 @@ class LocalHybridIndex:
         with write_transaction(conn):
             return self._delete_where(conn, " AND ".join(conditions), params)
 
+    def remove_document(self, tenant: str, name: str, *, with_members: bool = False, keep: Collection[str] = ()) -> int:
+        """Delete one tenant's document by its exact name as indexed; with ``with_members`` also the documents
+        named ``<name>/...`` (an archive's members), except those named in ``keep``. Returns the chunks deleted."""
+        conn = self._conn()
+        if conn is None:
+            return 0
+        with write_transaction(conn):
+            removed = self._delete_where(conn, "tenant = ? AND document = ?", (tenant, name)) \
+                if name not in keep else 0
+            if with_members:
+                prefix = name + "/"
+                members = {d for (d,) in conn.execute(
+                    "SELECT DISTINCT document FROM chunks WHERE tenant = ? AND substr(document, 1, ?) = ?",
+                    (tenant, len(prefix), prefix))}
+                for member in sorted(members - set(keep)):
+                    removed += self._delete_where(conn, "tenant = ? AND document = ?", (tenant, member))
+            return removed
+
     # reads -----------------------------------------------------------------------------------------
+    def documents(self, tenant: str, *, after: str = "", limit: int = 1000) -> list[dict[str, Any]]:
+        """One tenant's documents in name order, those named after ``after`` (for paging), at most ``limit``: each
+        with its chunk count, the roles that may read it and its format."""
+        conn = self._conn()
+        if conn is None:
+            return []
+        rows = conn.execute("SELECT document, count(*), min(allowed_roles), min(json_extract(metadata, '$.format')) "
+                            "FROM chunks WHERE tenant = ? AND document > ? GROUP BY document ORDER BY document "
+                            "LIMIT ?", (tenant, after, limit)).fetchall()
+        return [{"document": name, "chunks": chunks, "roles": json.loads(roles), "format": kind or ""}
+                for name, chunks, roles, kind in rows]
+
     def stats(self) -> dict[str, Any]:
         """Counts per tenant, documents, scopes, the embedder and the file size."""
         conn = self._conn()

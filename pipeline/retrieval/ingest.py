@@ -28,7 +28,7 @@ from pipeline.retrieval.documents import (
     chunk_text,
 )
 
-__all__ = ["READABLE", "IngestReport", "WritableIndex", "collect_files", "ingest"]
+__all__ = ["READABLE", "ChunkFields", "IngestReport", "WritableIndex", "collect_files", "ingest", "ingest_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,40 +117,70 @@ def _documents(files: list[Path], encoding: str | None, unsupported: Counter[str
             yield DocumentText.read(path, encoding=encoding)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChunkFields:
+    """What every chunk of one ingest carries besides its text: owner, access and freshness."""
+
+    tenant: str
+    roles: frozenset[str] = frozenset()
+    status: str = "active"
+    effective_date: str = ""
+    authority: int = 0
+    max_chars: int = 900
+
+    def __post_init__(self) -> None:
+        check_name("tenant", self.tenant)
+        object.__setattr__(self, "roles", frozenset(check_name("role", r) for r in self.roles))
+
+
 def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
            status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900,
            skip_errors: bool = False, encoding: str | None = None) -> IngestReport:
     """Chunk the documents and write them in one transaction; see the module docstring for re-adds.
     ``encoding``: the charset of text files that are not UTF-8 (an HTML page's own declaration comes first)."""
     check_encoding(encoding)
-    report = IngestReport()
-    chunks: list[StoredChunk] = []
-    check_name("tenant", tenant)
-    roles = frozenset(check_name("role", r) for r in roles)
+    fields = ChunkFields(tenant=tenant, roles=frozenset(roles), status=status, effective_date=effective_date,
+                         authority=authority, max_chars=max_chars)
     unsupported: Counter[str] = Counter()
     files = collect_files(paths, unsupported)
     archives = any(archive_type(path) is not None for path in files)  # then more documents than files
-    for document in progress(_documents(files, encoding, unsupported), desc="reading documents",
-                             total=None if archives else len(files), unit="file"):
+    documents = progress(_documents(files, encoding, unsupported), desc="reading documents",
+                         total=None if archives else len(files), unit="file")
+    return ingest_documents(index, documents, fields, skip_errors=skip_errors, unsupported=unsupported)
+
+
+def ingest_documents(index: WritableIndex, documents: Iterable[DocumentText], fields: ChunkFields, *,
+                     skip_errors: bool = False, unsupported: Counter[str] | None = None,
+                     max_chunks: int | None = None, stop_hint: str = "--skip-errors") -> IngestReport:
+    """Chunk documents already read and write them in one transaction (nothing is written when one of them
+    stops the run, or when they make more than ``max_chunks`` chunks: reading stops there); ``unsupported``: the
+    types passed over while reading them, for the report; ``stop_hint``: how the caller asks to skip errors."""
+    report = IngestReport()
+    chunks: list[StoredChunk] = []
+    for document in documents:
         exc = document.error
         if exc is not None:  # a .docx without the docx extra is one file's problem
             if isinstance(exc, MissingDependencyError) and exc.extra == "rag":
                 raise exc  # the index's own extra (Markdown, PDF): no file can be skipped around it, nothing is written
             if not skip_errors:
-                raise type(exc)(f"{exc} (pass --skip-errors to index the other files and report this one)") from exc
+                raise type(exc)(f"{exc} (pass {stop_hint} to index the other files and report this one)") from exc
             report.skipped.append({"path": document.path, "reason": str(exc)})
             continue
-        pieces = chunk_text(document.text, max_chars=max_chars)
+        pieces = chunk_text(document.text, max_chars=fields.max_chars)
         if not pieces:
             report.skipped.append({"path": document.path, "reason": "no text"})
             continue
         report.files += 1
+        if max_chunks is not None and len(chunks) + len(pieces) > max_chunks:
+            raise DataError(f"{document.path}: more than {max_chunks} chunks in all (the limit of one write); "
+                            "send fewer or smaller documents at a time")
         for position, piece in enumerate(pieces):
-            chunks.append(StoredChunk(chunk_id=chunk_id_for(document.path, position, piece, tenant=tenant), text=piece,
-                                      tenant=tenant, source=document.name, title=document.title, position=position,
-                                      allowed_roles=roles, status=status, effective_date=effective_date,
-                                      authority=authority,
+            chunks.append(StoredChunk(chunk_id=chunk_id_for(document.path, position, piece, tenant=fields.tenant),
+                                      text=piece, tenant=fields.tenant, source=document.name, title=document.title,
+                                      position=position, allowed_roles=fields.roles, status=fields.status,
+                                      effective_date=fields.effective_date, authority=fields.authority,
                                       metadata={"path": document.path, "format": document.suffix.lstrip(".")}))
+    unsupported = unsupported or Counter()
     report.unsupported_files = dict(sorted(unsupported.items()))  # with what archives held
     if unsupported:
         logger.info("passed over %d files of types that cannot be indexed (%s); supported: %s",

@@ -2,6 +2,8 @@
 
 - ``POST /v1/grade`` and ``POST /v1/query`` need ``Authorization: Bearer <key>``; the key decides the
   tenant and roles, so every retrieval is scoped to them (callers cannot choose a tenant).
+- ``PUT`` / ``DELETE /v1/documents/{name}`` and ``GET /v1/documents``: writer keys manage their tenant's
+  documents in the local index (:mod:`pipeline.service.documents`).
 - ``GET /healthz`` (alive), ``/readyz`` (model and index loaded, worker running), ``/metrics``.
 - One grader is loaded per process and owned by a micro-batching worker thread; pipeline runs happen in
   a thread pool. Outside failures (LLM, web search) degrade the answer and are flagged: never a 500.
@@ -34,6 +36,7 @@ from models.types import Chunk, Grade
 from pipeline.corrective.assembly import PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG
 from pipeline.retrieval.index import Retriever
+from pipeline.service.documents import DOCUMENT_ROUTE, add_document_routes
 from pipeline.service.keys import ApiKey, KeyStore
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.microbatch import BatchedGrader, MicroBatcher
@@ -43,7 +46,16 @@ from pipeline.service.schemas import GradeOut, GradeResponse, Limits, QueryRespo
 __all__ = ["ServiceConfig", "create_app"]
 
 logger = logging.getLogger(__name__)
-TRACED_ENDPOINTS = frozenset({"/v1/grade", "/v1/query"})
+TRACED_ENDPOINTS = frozenset({"/v1/grade", "/v1/query", "/v1/documents"})
+UPLOADS = "/v1/documents/"  # PUT bodies under this prefix are documents, with their own size limit
+
+
+def route_of(path: str) -> str:
+    """The route a request path belongs to, from a fixed set (metrics labels and span names never hold what a
+    client typed: a document's name, a mistyped path)."""
+    if path in TRACED_ENDPOINTS:
+        return path
+    return DOCUMENT_ROUTE if path.startswith(UPLOADS) else "/v1/(unknown)"
 
 
 @dataclass(kw_only=True)
@@ -104,8 +116,11 @@ def create_app(config: ServiceConfig) -> Any:
     require("fastapi", "serve")
     from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.concurrency import run_in_threadpool
+    from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.routing import Match
 
     state = _State(config)
     GradeRequest, QueryRequest = request_models(config.limits)
@@ -127,8 +142,7 @@ def create_app(config: ServiceConfig) -> Any:
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
         endpoint = request.url.path
         started = time.perf_counter()
-        # /v1/* requests are spans; the route is named from a fixed set, never from what a client typed
-        route = endpoint if endpoint in TRACED_ENDPOINTS else "/v1/(unknown)"
+        route = route_of(endpoint)  # /v1/* requests are spans and metrics, by route
         with (span(f"crag.http {route}", **{"http.request.method": request.method, "http.route": route})
               if endpoint.startswith("/v1/") else contextlib.nullcontext()) as current:
             try:
@@ -139,8 +153,8 @@ def create_app(config: ServiceConfig) -> Any:
             if current is not None:
                 current.set_attribute("http.response.status_code", response.status_code)
         if endpoint.startswith("/v1/"):
-            state.metrics.requests.labels(endpoint, str(response.status_code)).inc()
-            state.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+            state.metrics.requests.labels(route, str(response.status_code)).inc()
+            state.metrics.latency.labels(route).observe(time.perf_counter() - started)
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -148,6 +162,14 @@ def create_app(config: ServiceConfig) -> Any:
         # the framework's default echoes the input back; a field path and a reason are enough
         return JSONResponse({"detail": [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
                                          "type": e.get("type", "")} for e in exc.errors()]}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
+        if exc.status_code == 405:  # Starlette names the methods of the path's first route only; HTTP wants all
+            methods = sorted({m for r in app.router.routes if r.matches(request.scope)[0] == Match.PARTIAL
+                              for m in getattr(r, "methods", None) or ()})
+            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}), "Allow": ", ".join(methods)})
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(TimeoutError)
     async def timed_out(request: Request, exc: TimeoutError) -> Any:
@@ -245,7 +267,10 @@ def create_app(config: ServiceConfig) -> Any:
         data, content_type = state.metrics.render()
         return Response(data, media_type=content_type)
 
-    app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, read_timeout_s=config.body_read_timeout_s)
+    add_document_routes(app, retriever=config.retriever, caller=caller, limits=limits,
+                        on_write=lambda action, chunks: state.metrics.documents.labels(action).inc(chunks))
+    app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, upload_max_bytes=limits.max_document_bytes,
+                       read_timeout_s=config.body_read_timeout_s)
     return app
 
 
@@ -260,25 +285,31 @@ def _shift_field(status: Any) -> str:
 class BodyGuard:
     """ASGI middleware for request bodies, before anything parses them:
 
-    - 413 for bodies over ``max_bytes``, by Content-Length or while streaming (chunked);
+    - 413 for bodies over ``max_bytes`` (a document's ``PUT`` under ``/v1/documents/``: ``upload_max_bytes``), by
+      Content-Length or while streaming (chunked);
     - 408 when the body does not arrive within ``read_timeout_s`` (a client that sends headers and stalls
       no longer holds a connection forever);
     - 422 for JSON that Python would accept but the API must not: ``NaN`` / ``Infinity`` and unpaired UTF-16
       surrogates (``"\\ud800"``), naming the field and never echoing the text."""
 
-    def __init__(self, app: Any, *, max_bytes: int, read_timeout_s: float = 30.0) -> None:
+    def __init__(self, app: Any, *, max_bytes: int, upload_max_bytes: int | None = None,
+                 read_timeout_s: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.upload_max_bytes = upload_max_bytes or max_bytes
         self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        upload = scope.get("method") == "PUT" and str(scope.get("path", "")).startswith(UPLOADS)
+        max_bytes = self.upload_max_bytes if upload else self.max_bytes
+        what = "document" if upload else "request body"
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            await _reply(send, 413, f"request body over the {self.max_bytes}-byte limit")
+        if length is not None and (not length.isdigit() or int(length) > max_bytes):
+            await _reply(send, 413, f"{what} over the {max_bytes}-byte limit")
             return
         messages, size = [], 0
         while True:
@@ -289,8 +320,8 @@ class BodyGuard:
                 return
             messages.append(message)
             size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await _reply(send, 413, f"request body over the {self.max_bytes}-byte limit")
+            if size > max_bytes:
+                await _reply(send, 413, f"{what} over the {max_bytes}-byte limit")
                 return
             if message["type"] != "http.request" or not message.get("more_body"):
                 break

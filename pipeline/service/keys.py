@@ -53,6 +53,7 @@ class ApiKey:
     label: str = ""
     created: str = ""
     revoked: bool = False
+    writer: bool = False  # may add, replace, list and delete its tenant's documents (``/v1/documents``)
 
     @property
     def principal(self) -> Principal:
@@ -125,7 +126,7 @@ class KeyStore:
         return cls(path, _read(path))
 
     def create(self, tenant: str, *, roles: frozenset[str] = frozenset(), rate_per_minute: int | None = None,
-               label: str = "") -> str:
+               label: str = "", writer: bool = False) -> str:
         check_name("tenant", tenant)
         for role in roles:
             check_name("role", role)
@@ -134,7 +135,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         token = f"crag_{key_id}_{secrets.token_urlsafe(32)}"
         record = ApiKey(key_id=key_id, sha256=_digest(token), tenant=tenant, roles=roles,
-                        rate_per_minute=rate_per_minute, label=label,
+                        rate_per_minute=rate_per_minute, label=label, writer=writer,
                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         with self._locked():
             self.keys[key_id] = record
@@ -193,7 +194,10 @@ class KeyStore:
 def _read(path: Path) -> dict[str, ApiKey]:
     try:
         records = json.loads(path.read_text(encoding="utf-8"))["keys"]
-        return {r["key_id"]: ApiKey(**{**r, "roles": frozenset(r.get("roles") or ())}) for r in records}
+        keys = {r["key_id"]: ApiKey(**{**r, "roles": frozenset(r.get("roles") or ())}) for r in records}
+        if any(not isinstance(k.writer, bool) or not isinstance(k.revoked, bool) for k in keys.values()):
+            raise TypeError("'writer' and 'revoked' must be true or false")  # never a truthy string granting writes
+        return keys
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: not a valid API key store ({type(exc).__name__}); restore it from a backup") \
             from exc

@@ -44,6 +44,8 @@ class ServiceMetrics:
             ["key_id"], registry=r)
         self.abstention_rate = prom.Gauge("crag_abstention_rate", "Share of /v1/query answers that abstain",
                                           registry=r)
+        self.documents = prom.Counter("crag_document_chunks", "Chunks written (put) or deleted (delete) through "
+                                      "/v1/documents", ["action"], registry=r)
         self.rate_limited = prom.Counter("crag_rate_limited", "Requests refused by the per-key rate limit",
                                          registry=r)
         self.batch_requests = prom.Histogram("crag_microbatch_requests", "Requests per model micro-batch",

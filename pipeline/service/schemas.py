@@ -19,6 +19,8 @@ class Limits(BaseModel):
     max_chunks: int = Field(default=64, ge=1)
     max_chunk_chars: int = Field(default=8000, ge=1)
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    max_document_bytes: int = Field(default=20_000_000, ge=1024, description="body of PUT /v1/documents/{name}")
+    max_document_chunks: int = Field(default=5000, ge=1, description="chunks one upload may make")
     rate_per_minute: int = Field(default=600, ge=1)
     grade_deadline_s: float = Field(default=10.0, gt=0, description="server-side deadline of /v1/grade")
 

@@ -320,3 +320,21 @@ def test_serve_warns_at_start_of_keys_whose_tenant_has_no_documents(tmp_path, ca
         _warn_tenants_without_documents(store, index, demo=True)
     warning = caplog.records[-1].getMessage()
     assert "['acme']" in warning and f"--tenant {DEMO_TENANT}" in warning
+
+
+def test_writer_keys_are_created_on_request_and_stored_as_booleans(capsys, tmp_path):
+    store = tmp_path / "keys.json"
+    assert main(["keys", "create", "--store", str(store), "--tenant", "acme", "--writer"]) == 0
+    assert json.loads(capsys.readouterr().out)["writer"] is True
+    assert main(["keys", "create", "--store", str(store), "--tenant", "acme"]) == 0
+    assert json.loads(capsys.readouterr().out)["writer"] is False
+    assert main(["keys", "list", "--store", str(store)]) == 0
+    assert sorted(k["writer"] for k in json.loads(capsys.readouterr().out)) == [False, True]
+    records = json.loads(store.read_text())
+    del records["keys"][1]["writer"]  # a store written before writer keys existed: its keys read only
+    store.write_text(json.dumps(records))
+    assert sorted(k.writer for k in KeyStore.open(store).keys.values()) == [False, True]
+    records["keys"][1]["writer"] = "yes"  # hand-edited: never a truthy string granting writes
+    store.write_text(json.dumps(records))
+    assert main(["keys", "list", "--store", str(store)]) == 2
+    assert "not a valid API key store" in capsys.readouterr().err
