@@ -94,6 +94,12 @@ def _index_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_create(args: argparse.Namespace) -> int:
+    index = LocalHybridIndex.create_empty(args.index, strip_vectors=args.strip_vectors)
+    print_json({"index": args.index, **index.stats()})
+    return 0
+
+
 def _index_remove(args: argparse.Namespace) -> int:
     index = LocalHybridIndex.open_existing(args.index)
     removed = index.remove(tenant=args.tenant, document=args.document, chunk_id=args.chunk_id)
@@ -136,11 +142,14 @@ def register_index(sub: argparse._SubParsersAction) -> None:
                           "HTML page's own <meta> charset comes first. Default: such a file is an error")
     add.add_argument("--skip-errors", action="store_true",
                      help="index the readable files and report the unreadable ones instead of stopping")
-    add.add_argument("--strip-vectors", action="store_true",
-                     help="also store each sentence's vector (local index; about 4-8x the disk of the chunk vectors): "
-                          "a fused grader then embeds no sentence when the loop refines, and the index keeps them "
-                          "from then on (chunks already in it are filled in)")
+    strip_help = ("also store each sentence's vector (local index; about 4-8x the disk of the chunk vectors): a fused "
+                  "grader then embeds no sentence when the loop refines, and the index keeps them from then on")
+    add.add_argument("--strip-vectors", action="store_true", help=strip_help + " (chunks already in it are filled in)")
     add.set_defaults(handler=_index_add)
+    create = isub.add_parser("create", help="create an empty index, for a service that writer keys fill over HTTP")
+    create.add_argument("--index", required=True, help="a new local index directory")
+    create.add_argument("--strip-vectors", action="store_true", help=strip_help)
+    create.set_defaults(handler=_index_create)
     remove = isub.add_parser("remove", help="delete chunks by tenant, document path and/or chunk id")
     remove.add_argument("--index", required=True)
     remove.add_argument("--tenant", help="only this tenant's chunks (alone: all of them)")

@@ -111,7 +111,7 @@ def _warn_tenants_without_documents(store: KeyStore, index: str | None, demo: bo
         return
     hint = (f"the demo corpus belongs to tenant {DEMO_TENANT!r}: `crag keys create --store {store.path} --tenant "
             f"{DEMO_TENANT}`" if demo else f"index their documents with `crag index add --index {index} --tenant "
-            "NAME FILES`")
+            "NAME FILES`, or upload them with a writer key (`PUT /v1/documents/NAME`)")
     logger.warning("keys of tenant(s) %s will find no documents in %s (it holds tenant(s) %s); %s", blind, index,
                    sorted(indexed), hint)
 

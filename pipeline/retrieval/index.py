@@ -147,6 +147,21 @@ class LocalHybridIndex:
             raise DataError(f"{root} is not an index; build it with `crag index add --index {root} FILES`")
         return index
 
+    @classmethod
+    def create_empty(cls, root: str | Path, embedder: Embedder | None = None, *,
+                     strip_vectors: bool = False) -> LocalHybridIndex:
+        """A new index without chunks, for a service that writer keys fill over HTTP; an existing one is an error
+        (nothing in it is touched)."""
+        index = cls(root, embedder=embedder, strip_vectors=strip_vectors)
+        if index.path.is_file():
+            raise DataError(f"{root} already holds an index ({len(index)} chunks); add to it with `crag index add`")
+        index._check_strip_vectors()
+        conn = index._conn(create=True)
+        if strip_vectors:
+            with write_transaction(conn):
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (strip_store.META_KEY,))
+        return index
+
     # connections -----------------------------------------------------------------------------------
     def _conn(self, *, create: bool = False) -> Any:
         """This thread's connection (None when the index does not exist yet and ``create`` is False)."""
@@ -196,10 +211,7 @@ class LocalHybridIndex:
         new = list(chunks)
         if not new:
             return WriteReport()
-        # before any embedding: a refused write should cost nothing
-        if self.strip_vectors and not getattr(self.embedder, "vector_identity", None):
-            raise ConfigError(f"strip vectors need the shipped ONNX embedder, whose vectors a fused grader can reuse "
-                              f"as they are; {self.embedder.name!r} does not promise that: index without them")
+        self._check_strip_vectors()  # before any embedding: a refused write should cost nothing
         conn = self._conn(create=True)
         existing = self._existing(conn, new)
         changed = [c for c in new if existing.get((c.tenant, c.chunk_id), (None, None))[0] != c]
@@ -245,6 +257,11 @@ class LocalHybridIndex:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (strip_store.META_KEY,))
         return WriteReport(added=len(changed) - updated, updated=updated, unchanged=len(new) - len(changed),
                            removed=removed)
+
+    def _check_strip_vectors(self) -> None:
+        if self.strip_vectors and not getattr(self.embedder, "vector_identity", None):
+            raise ConfigError(f"strip vectors need the shipped ONNX embedder, whose vectors a fused grader can reuse "
+                              f"as they are; {self.embedder.name!r} does not promise that: index without them")
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray]:
         vectors = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)

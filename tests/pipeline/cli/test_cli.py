@@ -261,6 +261,24 @@ def test_index_add_can_store_strip_vectors_locally_only(capsys, tmp_path):
     assert "--strip-vectors is an option of the local index" in capsys.readouterr().err
 
 
+def test_index_create_makes_an_empty_index_to_fill_over_http_and_never_overwrites(capsys, tmp_path):
+    index = str(tmp_path / "idx")
+    assert main(["index", "create", "--index", index, "--strip-vectors"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert (created["chunks"], created["strip_vectors"], created["embedder"]) == (0, 0, None)
+    from pipeline.retrieval.index import LocalHybridIndex
+    from pipeline.retrieval.ingest import ChunkFields
+    from pipeline.retrieval.uploads import ingest_upload
+
+    opened = LocalHybridIndex.open_existing(index)  # what `crag serve --index` opens
+    ingest_upload(opened, "reset.md", b"To reset your password, open Settings. A link is e-mailed to you.",
+                  ChunkFields(tenant="acme"))
+    assert main(["index", "create", "--index", index]) == 2
+    assert "already holds an index (1 chunks)" in capsys.readouterr().err
+    assert main(["index", "stats", "--index", index]) == 0
+    assert json.loads(capsys.readouterr().out)["strip_vectors"] == 2  # kept for what was written after
+
+
 def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, demo_cache):
     golden = tmp_path / "golden.jsonl"
     golden.write_text("\n".join(json.dumps(x) for x in [
