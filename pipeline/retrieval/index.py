@@ -40,7 +40,7 @@ from pipeline.retrieval.words import content_terms
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "query_tokens"]
+__all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "document_of", "query_tokens"]
 
 RRF_K = 60
 EXACT_SCAN_MAX = 4096
@@ -245,7 +245,7 @@ class LocalHybridIndex:
             if replace_documents:
                 keep: dict[tuple[str, str], set[str]] = {}
                 for chunk in new:
-                    keep.setdefault((chunk.tenant, _document_of(chunk)), set()).add(chunk.chunk_id)
+                    keep.setdefault((chunk.tenant, document_of(chunk)), set()).add(chunk.chunk_id)
                 for (tenant, document), ids in keep.items():
                     stale = [cid for (cid,) in conn.execute(
                         "SELECT chunk_id FROM chunks WHERE tenant = ? AND document = ?", (tenant, document))
@@ -307,7 +307,7 @@ class LocalHybridIndex:
         conn.execute(
             "INSERT INTO chunks (chunk_id, tenant, scope, document, source, title, position, allowed_roles, status, "
             "effective_date, authority, metadata, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (chunk.chunk_id, chunk.tenant, scope, _document_of(chunk), chunk.source, chunk.title, chunk.position,
+            (chunk.chunk_id, chunk.tenant, scope, document_of(chunk), chunk.source, chunk.title, chunk.position,
              json.dumps(sorted(chunk.allowed_roles)), chunk.status, chunk.effective_date, chunk.authority,
              json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True), chunk.text))
         rowid = conn.last_insert_rowid()
@@ -517,7 +517,7 @@ class LocalHybridIndex:
                    and reveals_access_denied(terms, text, min_coverage))
 
 
-def _document_of(chunk: StoredChunk) -> str:
+def document_of(chunk: StoredChunk) -> str:
     """The document a chunk came from: its file path when ingested from a file, else its source name."""
     return str(chunk.metadata.get("path") or chunk.source)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import fields
 from typing import Any
 
@@ -18,7 +18,7 @@ from models.deps import require
 from models.errors import ConfigError
 from pipeline.retrieval.documents import ACCESS_DENIED_MIN_COVERAGE, Principal, StoredChunk, reveals_access_denied
 from pipeline.retrieval.embedding import Embedder, default_embedder
-from pipeline.retrieval.index import query_tokens
+from pipeline.retrieval.index import WriteReport, document_of, query_tokens
 from pipeline.retrieval.words import content_terms
 
 __all__ = ["QdrantRetriever"]
@@ -78,13 +78,54 @@ class QdrantRetriever:
         client.create_collection(
             self.collection, vectors_config={DENSE: models.VectorParams(size=size, distance=models.Distance.COSINE)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)})
-        for key in ("tenant", "allowed_roles", "status"):
+        for key in ("tenant", "allowed_roles", "status", "metadata.path", "source"):
             client.create_payload_index(self.collection, key, models.PayloadSchemaType.KEYWORD)
 
     def add(self, chunks: Iterable[StoredChunk], *, batch_size: int = 256) -> int:
         """Upsert chunks (the same chunk_id replaces); returns how many were written."""
+        report = self.write(chunks, batch_size=batch_size)
+        return report.added + report.updated
+
+    def write(self, chunks: Iterable[StoredChunk], *, replace_documents: bool = False,
+              batch_size: int = 256) -> WriteReport:
+        """Upsert the chunks that are new or changed (unchanged ones are neither embedded nor written); with
+        ``replace_documents`` the other chunks of each written document (tenant + document path) are then
+        deleted, so a re-indexed file that shrank or changed leaves nothing stale. Qdrant has no transactions:
+        a failure between the two steps leaves the new chunks written and the stale ones still there."""
+        new = list(chunks)
+        stored = self._stored_payloads(new, batch_size)
+        changed = [c for c in new if stored.get(self._point_id(c)) != c.to_dict()]
+        updated = sum(1 for c in changed if self._point_id(c) in stored)
+        self._upsert(changed, batch_size)
+        removed = 0
+        if replace_documents:
+            keep: dict[tuple[str, str], list[str]] = {}
+            for chunk in new:
+                keep.setdefault((chunk.tenant, document_of(chunk)), []).append(self._point_id(chunk))
+            for (tenant, document), ids in keep.items():
+                removed += self._delete(self._qm.Filter(must=[self._tenant_is(tenant), self._document_is(document)],
+                                                        must_not=[self._qm.HasIdCondition(has_id=ids)]))
+        return WriteReport(added=len(changed) - updated, updated=updated, unchanged=len(new) - len(changed),
+                           removed=removed)
+
+    @staticmethod
+    def _point_id(chunk: StoredChunk) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, chunk.chunk_id))
+
+    def _stored_payloads(self, chunks: list[StoredChunk], batch_size: int) -> dict[str, Any]:
+        """Point id -> stored payload, for the chunks that are already in the collection."""
+        if not chunks or not self.client.collection_exists(self.collection):
+            return {}
+        found: dict[str, Any] = {}
+        ids = [self._point_id(c) for c in chunks]
+        for start in range(0, len(ids), batch_size):
+            for point in self.client.retrieve(self.collection, ids=ids[start : start + batch_size], with_payload=True,
+                                              with_vectors=False):
+                found[str(point.id)] = point.payload
+        return found
+
+    def _upsert(self, items: list[StoredChunk], batch_size: int) -> None:
         models = self._qm
-        items = list(chunks)
         for start in range(0, len(items), batch_size):
             batch = items[start : start + batch_size]
             vectors = self.embedder.embed([c.text for c in batch])
@@ -93,10 +134,65 @@ class QdrantRetriever:
             for chunk, vector in zip(batch, vectors, strict=True):
                 indices, values = sparse_terms(f"{chunk.title}\n{chunk.text}")
                 points.append(models.PointStruct(
-                    id=str(uuid.uuid5(uuid.NAMESPACE_URL, chunk.chunk_id)), payload=chunk.to_dict(),
+                    id=self._point_id(chunk), payload=chunk.to_dict(),
                     vector={DENSE: vector.tolist(), SPARSE: models.SparseVector(indices=indices, values=values)}))
             self.client.upsert(self.collection, points=points, wait=True)
-        return len(items)
+
+    def _delete(self, selector: Any) -> int:
+        """Delete the points ``selector`` (a filter) matches; returns how many there were."""
+        if not self.client.collection_exists(self.collection):
+            return 0
+        count = self.client.count(self.collection, count_filter=selector, exact=True).count
+        if count:
+            self.client.delete(self.collection, points_selector=self._qm.FilterSelector(filter=selector), wait=True)
+        return int(count)
+
+    def _document_is(self, document: str) -> Any:
+        """A document's chunks: its file path as indexed, or (chunks added without one) its source name."""
+        models = self._qm
+        path = models.FieldCondition(key="metadata.path", match=models.MatchValue(value=document))
+        by_source = models.Filter(must=[models.IsEmptyCondition(is_empty=models.PayloadField(key="metadata.path")),
+                                        models.FieldCondition(key="source", match=models.MatchValue(value=document))])
+        return models.Filter(should=[path, by_source])
+
+    def _tenant_is(self, tenant: str) -> Any:
+        return self._qm.FieldCondition(key="tenant", match=self._qm.MatchValue(value=tenant))
+
+    def remove_document(self, tenant: str, name: str, *, with_members: bool = False, keep: Collection[str] = ()) -> int:
+        """As :meth:`LocalHybridIndex.remove_document`: one tenant's document by its exact name, with
+        ``with_members`` also the documents ``<name>/...`` (an archive's members) not in ``keep``."""
+        names = [] if name in keep else [name]
+        if with_members:
+            prefix = name + "/"
+            names += sorted(d for d in self._document_chunks(tenant) if d.startswith(prefix) and d not in keep)
+        return sum(self._delete(self._qm.Filter(must=[self._tenant_is(tenant), self._document_is(d)])) for d in names)
+
+    def documents(self, tenant: str, *, after: str = "", limit: int = 1000) -> list[dict[str, Any]]:
+        """As :meth:`LocalHybridIndex.documents`; reads every chunk of the tenant (Qdrant cannot group), so it
+        costs a scan of the tenant's points."""
+        found = self._document_chunks(tenant)
+        names = sorted(d for d in found if d > after)[:limit]
+        return [{"document": d, "chunks": found[d][0], "roles": found[d][1], "format": found[d][2]} for d in names]
+
+    def _document_chunks(self, tenant: str) -> dict[str, tuple[int, list[str], str]]:
+        """Document -> (chunks, roles, format) of one tenant, from a scroll of its points' payloads."""
+        if not self.client.collection_exists(self.collection):
+            return {}
+        out: dict[str, tuple[int, list[str], str]] = {}
+        offset = None
+        while True:
+            points, offset = self.client.scroll(self.collection, scroll_filter=self._qm.Filter(
+                must=[self._tenant_is(tenant)]), limit=1024, offset=offset, with_payload=["metadata", "source",
+                                                                                          "allowed_roles"])
+            for point in points:
+                payload = point.payload or {}
+                metadata = payload.get("metadata") or {}
+                document = str(metadata.get("path") or payload.get("source", ""))
+                chunks, roles, kind = out.get(document, (0, sorted(payload.get("allowed_roles") or ()),
+                                                         str(metadata.get("format") or "")))
+                out[document] = (chunks + 1, roles, kind)
+            if offset is None:
+                return out
 
     # ----- filters -------------------------------------------------------------------------------
     def _readable(self, principal: Principal) -> Any:

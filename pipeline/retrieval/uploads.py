@@ -14,16 +14,17 @@ import re
 import tempfile
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any, Protocol, runtime_checkable
 
 from models.errors import DataError
 from pipeline.retrieval.archives import UNSAFE_NAME, DocumentText, archive_documents, archive_type
-from pipeline.retrieval.documents import check_encoding
-from pipeline.retrieval.index import LocalHybridIndex
-from pipeline.retrieval.ingest import READABLE, ChunkFields, IngestReport, ingest_documents
+from pipeline.retrieval.documents import StoredChunk, check_encoding
+from pipeline.retrieval.index import WriteReport
+from pipeline.retrieval.ingest import READABLE, ChunkFields, IngestReport, WritableIndex, ingest_documents
 
-__all__ = ["MAX_NAME_CHARS", "NAME_PATTERN", "check_document_name", "ingest_upload", "is_archive_name"]
+__all__ = ["MAX_NAME_CHARS", "NAME_PATTERN", "DocumentStore", "check_document_name", "ingest_upload", "is_archive_name"]
 
 MAX_NAME_CHARS = 512
 CONTROL = r"\x00-\x1f\x7f-\x9f"  # Unicode's control characters (category Cc), as a character class's range
@@ -57,12 +58,24 @@ def check_document_name(name: str) -> str:
     return name
 
 
+@runtime_checkable
+class DocumentStore(WritableIndex, Protocol):
+    """An index whose documents can be replaced, listed and deleted by name: the local index and Qdrant."""
+
+    def write(self, chunks: Iterable[StoredChunk], *, replace_documents: bool = False) -> WriteReport: ...
+
+    def remove_document(self, tenant: str, name: str, *, with_members: bool = False,
+                        keep: Collection[str] = ()) -> int: ...
+
+    def documents(self, tenant: str, *, after: str = "", limit: int = 1000) -> list[dict[str, Any]]: ...
+
+
 def is_archive_name(name: str) -> bool:
     """Whether the document name is an archive's (its members are then the documents ``<name>/<member>``)."""
     return archive_type(Path(PurePosixPath(name).name)) is not None
 
 
-def ingest_upload(index: LocalHybridIndex, name: str, content: bytes, fields: ChunkFields, *,
+def ingest_upload(index: DocumentStore, name: str, content: bytes, fields: ChunkFields, *,
                   encoding: str | None = None, skip_errors: bool = False,
                   max_chunks: int | None = None) -> IngestReport:
     """Read ``content`` as the document ``name`` (an archive: its members) and index it for ``fields.tenant``,

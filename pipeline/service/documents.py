@@ -7,7 +7,8 @@
 - ``DELETE /v1/documents/{name}``: the document (an archive: all its members).
 
 Only keys created with ``crag keys create --writer`` may call them (403 otherwise), and only on their own tenant.
-They need the local index: a service over Qdrant answers 501 (index with ``crag index add --qdrant-url``).
+They work on the local index and on Qdrant; a retriever of your own that cannot replace and delete documents by
+name (:class:`pipeline.retrieval.uploads.DocumentStore`) answers 501.
 """
 
 from typing import Any, Literal
@@ -15,11 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from models.errors import ConfigError, DataError, MissingDependencyError
-from pipeline.retrieval.index import LocalHybridIndex
 from pipeline.retrieval.ingest import ChunkFields
 from pipeline.retrieval.uploads import (
     MAX_NAME_CHARS,
     NAME_PATTERN,
+    DocumentStore,
     check_document_name,
     ingest_upload,
     is_archive_name,
@@ -72,9 +73,9 @@ def add_document_routes(app: Any, *, retriever: Any, caller: Any, limits: Any, o
         if not key.writer:
             raise HTTPException(403, "this key may only read; create a writer key with `crag keys create --writer "
                                      f"--tenant {key.tenant}` to add or delete documents")
-        if not isinstance(retriever, LocalHybridIndex):
-            raise HTTPException(501, "this service reads a Qdrant collection; add documents to it with `crag index "
-                                     "add --qdrant-url URL --collection NAME FILES`")
+        if not isinstance(retriever, DocumentStore):
+            raise HTTPException(501, f"this service's retriever ({type(retriever).__name__}) cannot replace or "
+                                     "delete documents by name; add documents where it reads them")
         return key
 
     def bad_input(exc: Exception) -> HTTPException:
@@ -86,7 +87,8 @@ def add_document_routes(app: Any, *, retriever: Any, caller: Any, limits: Any, o
         401: {"description": "missing or invalid API key"}, 403: {"description": "the key is not a writer key"},
         404: {"description": "no such document (a name holding a line break matches no route)"},
         413: {"description": "document over the upload limit"}, 415: {"description": "type not readable here"},
-        422: {"description": "unreadable document or invalid parameter"}, 501: {"description": "not a local index"}}
+        422: {"description": "unreadable document or invalid parameter"},
+        501: {"description": "the retriever cannot manage documents"}}
     authorised = Depends(writer)
 
     # the schema states the rule; check_document_name enforces it, with a message that says what is wrong

@@ -1,0 +1,58 @@
+"""Qdrant as a document store: re-indexing replaces a document's chunks, as the local index does."""
+
+import pytest
+
+from pipeline.retrieval.documents import Principal
+from pipeline.retrieval.ingest import ingest
+from tests.pipeline.conftest import HashEmbedder, make_chunk
+
+pytest.importorskip("qdrant_client")
+
+
+@pytest.fixture
+def qdrant():
+    from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+    return QdrantRetriever("docs", location=":memory:", embedder=HashEmbedder())
+
+
+def _texts(store, tenant="t"):
+    points, _ = store.client.scroll(store.collection, limit=1000, with_payload=True)
+    return sorted(p.payload["text"] for p in points if p.payload["tenant"] == tenant)
+
+
+def test_reindexing_replaces_changed_documents_and_leaves_nothing_stale(tmp_path, qdrant):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("# Notes\n\nFirst paragraph.\n\nSecond paragraph.\n", encoding="utf-8")
+    (docs / "faq.md").write_text("Support is open on weekdays.", encoding="utf-8")
+    first = ingest(qdrant, [docs], tenant="t", roles=["ops"])
+    ingest(qdrant, [docs], tenant="other")  # the same files in another tenant: never touched below
+    again = ingest(qdrant, [docs], tenant="t", roles=["ops"])
+    assert (first.chunks_added, again.chunks_added, again.chunks_updated, again.chunks_unchanged) == (2, 0, 0, 2)
+    (docs / "notes.md").write_text("# Notes\n\nA rewritten paragraph.\n", encoding="utf-8")
+    changed = ingest(qdrant, [docs], tenant="t", roles=["ops"])
+    assert (changed.chunks_added, changed.chunks_removed) == (1, 1)
+    assert _texts(qdrant) == ["# Notes\n\nA rewritten paragraph.", "Support is open on weekdays."]
+    narrowed = ingest(qdrant, [docs], tenant="t", roles=["admin"])
+    assert narrowed.chunks_updated == 2
+    assert [c.text for c, _ in qdrant.search("rewritten paragraph", Principal(tenant="t", roles=frozenset({"ops"})))] == []
+    assert len(_texts(qdrant, "other")) == 2
+
+
+def test_documents_are_listed_and_removed_by_name_with_an_archives_members(qdrant):
+    qdrant.add([make_chunk("a1", "Alpha.", metadata={"path": "site.zip/a.md", "format": "md"}),
+                make_chunk("a2", "Beta.", metadata={"path": "site.zip/b/c.md", "format": "md"}),
+                make_chunk("g", "Guide.", roles=("ops",), metadata={"path": "guide.md", "format": "md"}),
+                make_chunk("manual", "Added by source only."),  # no path: named by its source, manual.md
+                make_chunk("o", "Other tenant.", tenant="b", metadata={"path": "guide.md", "format": "md"})])
+    assert qdrant.documents("a") == [
+        {"document": "guide.md", "chunks": 1, "roles": ["ops"], "format": "md"},
+        {"document": "manual.md", "chunks": 1, "roles": [], "format": ""},
+        {"document": "site.zip/a.md", "chunks": 1, "roles": [], "format": "md"},
+        {"document": "site.zip/b/c.md", "chunks": 1, "roles": [], "format": "md"}]
+    assert [d["document"] for d in qdrant.documents("a", after="manual.md", limit=1)] == ["site.zip/a.md"]
+    assert qdrant.remove_document("a", "site.zip", with_members=True, keep=["site.zip/a.md"]) == 1
+    assert qdrant.remove_document("a", "manual.md") == 1 and qdrant.remove_document("a", "manual.md") == 0
+    assert qdrant.remove_document("a", "guide.md") == 1
+    assert _texts(qdrant, "a") == ["Alpha."] and _texts(qdrant, "b") == ["Other tenant."]
