@@ -67,9 +67,31 @@ def test_slides_are_read_in_order_with_their_titles_outlines_tables_and_notes(tm
                     "## Q3 revenue\n\n* Revenue grew 12% to 4.1 million euros.\n  * Subscriptions made most of the "
                     "growth.\n\nSource: ledger export of 2 October.\n\n"
                     "Notes: Mention the one-off licence sale of 0.3 million.\n\n"
-                    "## Slide 3\n\nRegion | Revenue\nNorth | 2.3 M\nSouth | 1.8 M\n\n"
+                    "## Slide 3\n\nRegion | Revenue\nRegion: North | Revenue: 2.3 M\nRegion: South | Revenue: 1.8 M\n\n"
                     "Both regions met their targets.\n\n## Trend\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, "
                     "Q3 4.1\n\nImage: Map of the two sales regions")
+
+
+def test_table_rows_are_labelled_only_below_a_header_row_and_never_across_merged_cells(tmp_path):
+    pptx = pytest.importorskip("pptx")
+    from pptx.util import Inches
+
+    presentation = pptx.Presentation()
+    for header_row in (True, False):
+        slide = presentation.slides.add_slide(presentation.slide_layouts[6])
+        table = slide.shapes.add_table(4, 3, Inches(1), Inches(1), Inches(6), Inches(2)).table
+        table.first_row = header_row
+        for r, row in enumerate([("Plan", "Price", "Seats"), ("Team", "12 EUR", "10"), ("Business", "", "50"),
+                                 ("Enterprise", "on request", "")]):
+            for c, text in enumerate(row):
+                table.cell(r, c).text = text
+        table.cell(3, 1).merge(table.cell(3, 2))  # "on request" spans two columns
+    path = tmp_path / "plans.pptx"
+    presentation.save(path)
+    labelled, plain = read_document(path)[1].split("## Slide 2")
+    assert labelled.split("\n\n")[1] == ("Plan | Price | Seats\nPlan: Team | Price: 12 EUR | Seats: 10\n"
+                                         "Plan: Business | Seats: 50\nEnterprise | on request")
+    assert plain.strip() == "Plan | Price | Seats\nTeam | 12 EUR | 10\nBusiness | 50\nEnterprise | on request"
 
 
 def test_a_strip_of_a_slide_is_named_by_the_slide(tmp_path):
