@@ -16,6 +16,7 @@ __all__ = [
     "MissingDependencyError",
     "NotFittedError",
     "ParityError",
+    "StoreError",
 ]
 
 
@@ -53,6 +54,10 @@ class ParityError(CragError):
 
 class LLMError(CragError):
     """An LLM call failed after its retries (server down, invalid output, refusal, truncation)."""
+
+
+class StoreError(CragError):
+    """A search store outside the process (a Qdrant server) failed or could not be reached."""
 
 
 class DataShiftWarning(UserWarning):

@@ -101,6 +101,15 @@ def _index_create(args: argparse.Namespace) -> int:
 
 
 def _index_remove(args: argparse.Namespace) -> int:
+    if args.qdrant_url:  # Qdrant removes documents by their exact name within a tenant
+        if not (args.tenant and args.document) or args.chunk_id:
+            raise ConfigError("with --qdrant-url, remove takes --tenant and --document (its name as indexed)")
+        from pipeline.retrieval.uploads import is_archive_name
+
+        removed = _store(args).remove_document(args.tenant, args.document,
+                                               with_members=is_archive_name(args.document))
+        print_json({"index": args.qdrant_url, "chunks_removed": removed})
+        return 0
     index = LocalHybridIndex.open_existing(args.index)
     removed = index.remove(tenant=args.tenant, document=args.document, chunk_id=args.chunk_id)
     print_json({"index": args.index, "chunks_removed": removed, "index_chunks": len(index)})
@@ -151,7 +160,11 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--strip-vectors", action="store_true", help=strip_help)
     create.set_defaults(handler=_index_create)
     remove = isub.add_parser("remove", help="delete chunks by tenant, document path and/or chunk id")
-    remove.add_argument("--index", required=True)
+    where = remove.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help="local index directory")
+    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY): --tenant and "
+                                            "--document NAME (an archive's name: all its members)")
+    remove.add_argument("--collection", default="crag", help="Qdrant collection")
     remove.add_argument("--tenant", help="only this tenant's chunks (alone: all of them)")
     remove.add_argument("--document", help="a document's path as indexed, or its file name")
     remove.add_argument("--chunk-id", help="one chunk")

@@ -7,6 +7,7 @@ are Qdrant payload filters inside every query, so nothing outside the caller's s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections import Counter
@@ -15,7 +16,7 @@ from dataclasses import fields
 from typing import Any
 
 from models.deps import require
-from models.errors import ConfigError
+from models.errors import ConfigError, StoreError
 from pipeline.retrieval.documents import ACCESS_DENIED_MIN_COVERAGE, Principal, StoredChunk, reveals_access_denied
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.index import WriteReport, document_of, query_tokens
@@ -46,6 +47,32 @@ def sparse_terms(text: str, *, query: bool = False) -> tuple[list[int], list[flo
     return list(weights), list(weights.values())
 
 
+class _ReportedClient:
+    """The Qdrant client, whose failures (server down or refusing, an error response) are raised as StoreError
+    naming the server and what to check, instead of the client's own exceptions."""
+
+    def __init__(self, client: Any, where: str) -> None:
+        self._client = client
+        self._where = where
+        self._failures: tuple[type[BaseException], ...] = (
+            require("qdrant_client", "qdrant").http.exceptions.ApiException, OSError)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except self._failures as exc:
+                raise StoreError(f"Qdrant at {self._where} failed ({name}: {type(exc).__name__}: {exc}); check that it "
+                                 "runs and answers at that URL, and $QDRANT_API_KEY") from exc
+
+        return call
+
+
 class QdrantRetriever:
     """Qdrant-backed retriever; pass ``client`` or one of ``location`` / ``path`` / ``url``."""
 
@@ -58,6 +85,7 @@ class QdrantRetriever:
                 raise ConfigError("QdrantRetriever needs exactly one of location=':memory:', path=DIR or url=URL")
             client = require("qdrant_client", "qdrant").QdrantClient(location=location, path=path, url=url,
                                                                       api_key=api_key)
+        client = _ReportedClient(client, url or path or location or "the given client")
         if prefetch_factor < 1:
             raise ConfigError(f"prefetch_factor must be >= 1, got {prefetch_factor}")
         self.client = client

@@ -36,7 +36,8 @@ def test_reindexing_replaces_changed_documents_and_leaves_nothing_stale(tmp_path
     assert _texts(qdrant) == ["# Notes\n\nA rewritten paragraph.", "Support is open on weekdays."]
     narrowed = ingest(qdrant, [docs], tenant="t", roles=["admin"])
     assert narrowed.chunks_updated == 2
-    assert [c.text for c, _ in qdrant.search("rewritten paragraph", Principal(tenant="t", roles=frozenset({"ops"})))] == []
+    ops = Principal(tenant="t", roles=frozenset({"ops"}))
+    assert [c.text for c, _ in qdrant.search("rewritten paragraph", ops)] == []
     assert len(_texts(qdrant, "other")) == 2
 
 
@@ -56,3 +57,20 @@ def test_documents_are_listed_and_removed_by_name_with_an_archives_members(qdran
     assert qdrant.remove_document("a", "manual.md") == 1 and qdrant.remove_document("a", "manual.md") == 0
     assert qdrant.remove_document("a", "guide.md") == 1
     assert _texts(qdrant, "a") == ["Alpha."] and _texts(qdrant, "b") == ["Other tenant."]
+
+
+def test_a_qdrant_server_that_cannot_be_reached_is_a_clear_error(tmp_path):
+    import socket
+
+    from models.errors import StoreError
+    from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    store = QdrantRetriever("docs", url=url, embedder=HashEmbedder())
+    principal = Principal(tenant="t")
+    for attempt in (lambda: store.search("refund window", principal), lambda: store.add([make_chunk("a", "A.")]),
+                    lambda: store.documents("t"), lambda: store.remove_document("t", "a.md")):
+        with pytest.raises(StoreError, match=rf"Qdrant at {url} failed .*check that it runs"):
+            attempt()

@@ -252,3 +252,20 @@ def test_metrics_name_the_route_never_the_document(tmp_path, tokens, grader):
     assert 'crag_document_chunks_total{action="put"} 1.0' in text
     assert 'crag_document_chunks_total{action="delete"} 1.0' in text
     assert 'endpoint="/v1/(unknown)",status="404"' in text
+
+
+def test_a_qdrant_server_that_is_down_is_503_with_retry_after(tmp_path, tokens, grader):
+    import socket
+
+    from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    client, _ = _client(tmp_path, tokens, grader, retriever=QdrantRetriever("t", url=url, embedder=HashEmbedder()))
+    with client:
+        answers = [client.put("/v1/documents/faq.md", content=REFUNDS, headers=_auth(tokens, "writer")),
+                   client.get("/v1/documents", headers=_auth(tokens, "writer")),
+                   client.post("/v1/query", json=QUESTION, headers=_auth(tokens, "reader"))]
+    assert [a.status_code for a in answers] == [503, 503, 503]
+    assert all(a.headers["retry-after"] and f"Qdrant at {url} failed" in a.json()["detail"] for a in answers)
