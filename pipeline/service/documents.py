@@ -31,6 +31,7 @@ __all__ = ["DOCUMENT_ROUTE", "DocumentList", "DocumentRemoved", "DocumentWritten
 
 DOCUMENT_ROUTE = "/v1/documents/{name}"  # how metrics and traces name every document's URL
 DATE = r"^(\d{4}-\d{2}-\d{2})?$"
+FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")  # curl -F and curl -d
 
 
 class DocumentWritten(BaseModel):
@@ -86,7 +87,8 @@ def add_document_routes(app: Any, *, retriever: Any, caller: Any, limits: Any, o
     responses: dict[int | str, dict[str, Any]] = {
         401: {"description": "missing or invalid API key"}, 403: {"description": "the key is not a writer key"},
         404: {"description": "no such document (a name holding a line break matches no route)"},
-        413: {"description": "document over the upload limit"}, 415: {"description": "type not readable here"},
+        413: {"description": "document over the upload limit"},
+        415: {"description": "type not readable here, or the body sent as a form"},
         422: {"description": "unreadable document or invalid parameter"},
         501: {"description": "the retriever cannot manage documents"}}
     authorised = Depends(writer)
@@ -108,6 +110,10 @@ def add_document_routes(app: Any, *, retriever: Any, caller: Any, limits: Any, o
             encoding: str | None = Query(None, description="charset of a text file that is not UTF-8"),
             skip_errors: bool = Query(False, description="index an archive's readable members, report the others"),
             key: ApiKey = authorised) -> DocumentWritten:
+        form = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if form in FORMS:  # a form's encoding, not the file: indexing it would store boundaries or lose line breaks
+            raise HTTPException(415, f"the body is sent as {form}; send the file's own bytes instead "
+                                     "(curl --data-binary @FILE, not -d or -F)")
         content = await request.body()  # within the upload limit: the body guard refused more before this
         try:
             fields = ChunkFields(tenant=key.tenant, status=status, effective_date=effective_date, authority=authority,

@@ -231,6 +231,20 @@ def test_listing_pages_in_name_order(tmp_path, tokens, grader, backend):
     assert bad.status_code == 422
 
 
+def test_a_file_sent_as_a_form_is_refused_before_it_is_stored_garbled(tmp_path, tokens, grader):
+    client, index = _client(tmp_path, tokens, grader)
+    writer = _auth(tokens, "writer")
+    with client:
+        form = client.put("/v1/documents/refunds.md", files={"file": ("refunds.md", REFUNDS)}, headers=writer)
+        urlencoded = client.put("/v1/documents/refunds.md", content=REFUNDS.replace(b"\n", b""),
+                                headers={**writer, "Content-Type": "application/x-www-form-urlencoded"})
+        raw = client.put("/v1/documents/refunds.md", content=REFUNDS,
+                         headers={**writer, "Content-Type": "text/markdown; charset=utf-8"})
+    assert form.status_code == urlencoded.status_code == 415
+    assert "--data-binary" in form.json()["detail"] and "multipart/form-data" in form.json()["detail"]
+    assert raw.status_code == 200 and [c.text for c in index.iter_chunks()] == [REFUNDS.decode().strip()]
+
+
 def test_a_type_the_server_cannot_read_is_415_naming_the_extra(tmp_path, tokens, grader, monkeypatch):
     client, _ = _client(tmp_path, tokens, grader)
     monkeypatch.setitem(sys.modules, "docx", None)  # as if python-docx were not installed
