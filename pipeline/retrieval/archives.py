@@ -133,12 +133,26 @@ def _tar_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes
             except TAR_ERRORS as exc:
                 raise DataError(f"{path}: the archive is damaged ({exc})") from exc
             if info is None:
+                if _ends_inside_a_header(archive):  # tarfile reads a cut header as the archive's end
+                    raise DataError(f"{path}: the archive is cut short inside a member's header (an interrupted "
+                                    "download or copy?); the members before it were read")
                 return
             if info.offset_data + info.size > MAX_TAR_BYTES:
                 raise DataError(f"{path}: unpacks past {MAX_TAR_BYTES:,} bytes in all; not read further (a crafted "
                                 "or damaged archive): unpack it and add its folder")
             if info.isfile():
                 yield PurePosixPath(info.name.lstrip("/")), partial(_tar_bytes, path, archive, info)
+
+
+def _ends_inside_a_header(archive: tarfile.TarFile) -> bool:
+    """Whether what follows the last member is a partial header block rather than the end-of-archive blocks or the
+    end of the file."""
+    try:
+        archive.fileobj.seek(archive.offset)
+        rest = archive.fileobj.read(tarfile.BLOCKSIZE)
+    except TAR_ERRORS:
+        return True
+    return 0 < len(rest) < tarfile.BLOCKSIZE
 
 
 def _tar_bytes(path: Path, archive: tarfile.TarFile, info: tarfile.TarInfo) -> bytes:

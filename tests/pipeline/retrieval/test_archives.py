@@ -1,6 +1,7 @@
 """An archive (a Notion or Confluence export, a release tarball) is indexed member by member, each member a document
 of its own."""
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -108,6 +109,17 @@ def test_a_damaged_or_oversized_tar_archive_is_an_error_naming_it(tmp_path, monk
     report = ingest(idx, [cut], tenant="t", skip_errors=True)
     assert report.files == 1 and any(s["path"].startswith(str(cut)) and f"{cut}: the archive is damaged" in s["reason"]
                                      for s in report.skipped)
+    for mode, name in (("w", "headless.tar"), ("w:gz", "headless.tar.gz")):  # cut inside the second header
+        headless = tmp_path / name
+        source_release(headless, mode)
+        with tarfile.open(headless) as opened:
+            whole = opened.getmembers()
+        data = headless.read_bytes() if mode == "w" else gzip.decompress(headless.read_bytes())
+        data = data[:whole[1].offset + 100]
+        headless.write_bytes(data if mode == "w" else gzip.compress(data))
+        report = ingest(idx, [headless], tenant="t", skip_errors=True)
+        assert report.files == 1 and any(f"{headless}: the archive is cut short inside a member's header" in
+                                         s["reason"] for s in report.skipped)
     monkeypatch.setattr(archives, "MAX_TAR_BYTES", 600)  # a tar bomb, in miniature
     big = tmp_path / "big.tar"
     source_release(big, "w")
