@@ -18,7 +18,7 @@ from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
-from pipeline.retrieval.documents import Principal
+from pipeline.retrieval.documents import Principal, check_name
 from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
@@ -116,6 +116,14 @@ def _index_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_list(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    store = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(args.index)
+    print_json(store.documents(check_name("tenant", args.tenant), after=args.after, limit=args.limit))
+    return 0
+
+
 def _index_stats(args: argparse.Namespace) -> int:
     print_json(LocalHybridIndex.open_existing(args.index).stats())
     return 0
@@ -169,6 +177,15 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     remove.add_argument("--document", help="a document's path as indexed, or its file name")
     remove.add_argument("--chunk-id", help="one chunk")
     remove.set_defaults(handler=_index_remove)
+    listing = isub.add_parser("list", help="one tenant's documents in name order: chunks, roles, format")
+    where = listing.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help="local index directory")
+    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
+    listing.add_argument("--collection", default="crag", help="Qdrant collection")
+    listing.add_argument("--tenant", required=True)
+    listing.add_argument("--after", default="", help="list the names after this one (the last of a previous page)")
+    listing.add_argument("--limit", type=int, default=1000)
+    listing.set_defaults(handler=_index_list)
     stats = isub.add_parser("stats", help="chunks per tenant, documents, embedder, size")
     stats.add_argument("--index", required=True)
     stats.set_defaults(handler=_index_stats)

@@ -277,6 +277,14 @@ def test_index_create_makes_an_empty_index_to_fill_over_http_and_never_overwrite
     assert "already holds an index (1 chunks)" in capsys.readouterr().err
     assert main(["index", "stats", "--index", index]) == 0
     assert json.loads(capsys.readouterr().out)["strip_vectors"] == 2  # kept for what was written after
+    ingest_upload(opened, "a/b.md", b"Another page.", ChunkFields(tenant="acme", roles=frozenset({"ops"})))
+    assert main(["index", "list", "--index", index, "--tenant", "acme", "--limit", "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"document": "a/b.md", "chunks": 1, "roles": ["ops"],
+                                                    "format": "md"}]
+    assert main(["index", "list", "--index", index, "--tenant", "acme", "--after", "a/b.md"]) == 0
+    assert [d["document"] for d in json.loads(capsys.readouterr().out)] == ["reset.md"]
+    assert main(["index", "list", "--index", index, "--tenant", "acme", "--limit", "0"]) == 2
+    assert "--limit must be >= 1" in capsys.readouterr().err
 
 
 def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, demo_cache):
