@@ -151,10 +151,11 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
 
 def ingest_documents(index: WritableIndex, documents: Iterable[DocumentText], fields: ChunkFields, *,
                      skip_errors: bool = False, unsupported: Counter[str] | None = None,
-                     max_chunks: int | None = None, stop_hint: str = "--skip-errors") -> IngestReport:
+                     max_chunks: int | None = None, stop_hint: str | None = "--skip-errors") -> IngestReport:
     """Chunk documents already read and write them in one transaction (nothing is written when one of them
     stops the run, or when they make more than ``max_chunks`` chunks: reading stops there); ``unsupported``: the
-    types passed over while reading them, for the report; ``stop_hint``: how the caller asks to skip errors."""
+    types passed over while reading them, for the report; ``stop_hint``: how the caller asks to skip errors (None:
+    there is nothing else to index, so no hint)."""
     report = IngestReport()
     chunks: list[StoredChunk] = []
     for document in documents:
@@ -163,6 +164,8 @@ def ingest_documents(index: WritableIndex, documents: Iterable[DocumentText], fi
             if isinstance(exc, MissingDependencyError) and exc.extra == "rag":
                 raise exc  # the index's own extra (Markdown, PDF): no file can be skipped around it, nothing is written
             if not skip_errors:
+                if stop_hint is None:
+                    raise exc
                 raise type(exc)(f"{exc} (pass {stop_hint} to index the other files and report this one)") from exc
             report.skipped.append({"path": document.path, "reason": str(exc)})
             continue

@@ -93,7 +93,7 @@ def ingest_upload(index: DocumentStore, name: str, content: bytes, fields: Chunk
         documents = _named(_read(copy, name, archive, encoding, unsupported), read)
         try:
             report = ingest_documents(index, documents, fields, skip_errors=skip_errors, unsupported=unsupported,
-                                      max_chunks=max_chunks, stop_hint="skip_errors=true")
+                                      max_chunks=max_chunks, stop_hint="skip_errors=true" if archive else None)
         except DataError as exc:  # messages name the private copy: name the upload instead
             raise DataError(str(exc).replace(str(copy), name)) from exc
     if not report.files:
