@@ -31,7 +31,7 @@ __all__ = ["DOCUMENT_ROUTE", "DocumentList", "DocumentRemoved", "DocumentWritten
 
 DOCUMENT_ROUTE = "/v1/documents/{name}"  # how metrics and traces name every document's URL
 DATE = r"^(\d{4}-\d{2}-\d{2})?$"
-FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")  # curl -F and curl -d
+FORM = "multipart/form-data"  # curl -F; curl --data-binary sends x-www-form-urlencoded, the file's bytes unchanged
 
 
 class DocumentWritten(BaseModel):
@@ -110,10 +110,9 @@ def add_document_routes(app: Any, *, retriever: Any, caller: Any, limits: Any, o
             encoding: str | None = Query(None, description="charset of a text file that is not UTF-8"),
             skip_errors: bool = Query(False, description="index an archive's readable members, report the others"),
             key: ApiKey = authorised) -> DocumentWritten:
-        form = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if form in FORMS:  # a form's encoding, not the file: indexing it would store boundaries or lose line breaks
-            raise HTTPException(415, f"the body is sent as {form}; send the file's own bytes instead "
-                                     "(curl --data-binary @FILE, not -d or -F)")
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() == FORM:  # not the file's bytes
+            raise HTTPException(415, f"the body is sent as {FORM}; send the file's own bytes instead "
+                                     "(curl --data-binary @FILE, not -F)")
         content = await request.body()  # within the upload limit: the body guard refused more before this
         try:
             fields = ChunkFields(tenant=key.tenant, status=status, effective_date=effective_date, authority=authority,
