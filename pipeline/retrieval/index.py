@@ -144,7 +144,8 @@ class LocalHybridIndex:
         """An index that must already exist (for asking and serving): a clear error otherwise."""
         index = cls(root, embedder=embedder)
         if not index.path.is_file():
-            raise DataError(f"{root} is not an index; build it with `crag index add --index {root} FILES`")
+            raise DataError(f"{root} is not an index; build it with `crag index add --index {root} FILES` (or "
+                            f"`crag index create --index {root}` for an empty one that writer keys fill over HTTP)")
         return index
 
     @classmethod
