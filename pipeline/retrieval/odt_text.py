@@ -13,6 +13,7 @@ deleted. The title is the document's own (``meta.xml``), else its first heading.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,10 +250,13 @@ def title_styles(*roots: ElementTree.Element | None) -> set[str]:
 
 
 def _table_rows(table: ElementTree.Element) -> list[str]:
-    """A table's rows, a line each; below its header rows (``table:table-header-rows``, Writer's "Heading") each
-    cell led by its column's name (:func:`row_line`), except in a row with merged (covered) cells."""
+    """A table's rows, a line each; below its header rows (``table:table-header-rows``, Writer's "Heading"), or its
+    first row when the table styles it as a header (``table:use-first-row-styles``, Impress's "Header row", on for a
+    new table), each cell led by its column's name (:func:`row_line`), except in a row with merged (covered) cells."""
     heads = table.find(f"{{{TABLE}}}table-header-rows")
     header_rows = set(heads.iter(f"{{{TABLE}}}table-row")) if heads is not None else set()
+    if not header_rows and table.get(f"{{{TABLE}}}use-first-row-styles") == "true":
+        header_rows = set(itertools.islice(table.iter(f"{{{TABLE}}}table-row"), 1))
     header: list[str] | None = None
     rows = []
     for row in table.iter(f"{{{TABLE}}}table-row"):

@@ -52,6 +52,22 @@ def test_slides_read_in_order_with_their_titles_frames_and_notes(tmp_path):
         (strip.removeprefix("Notes: "), section) for strip, section in strips_with_sections(text)]
 
 
+def test_a_table_whose_first_row_is_styled_as_a_header_reads_with_its_column_names(tmp_path):
+    def row(*cells: str) -> str:
+        return ("<table:table-row>" + "".join(f"<table:table-cell><text:p>{c}</text:p></table:table-cell>"
+                                              for c in cells) + "</table:table-row>")
+
+    rows = row("Zone", "Delivery time") + row("Canada", "5 to 8 days")
+    page = ('<draw:page draw:name="p">'
+            + frame("", "1cm", "1cm", f'<table:table table:use-first-row-styles="true">{rows}</table:table>')
+            + frame("", "1cm", "9cm", f'<table:table table:use-first-row-styles="false">{rows}</table:table>')
+            + "</draw:page>")
+    path = tmp_path / "shipping.odp"
+    write_opendocument(path, "presentation", page)
+    assert read_document(path)[1] == ("## Slide 1\n\nZone | Delivery time\n\nZone: Canada | Delivery time: 5 to 8 "
+                                      "days\n\nZone | Delivery time\n\nCanada | 5 to 8 days")
+
+
 def test_a_file_that_is_not_a_presentation_is_an_error_naming_it(tmp_path):
     path = tmp_path / "deck.odp"
     write_opendocument(path, "text", "<text:p>Body.</text:p>")
