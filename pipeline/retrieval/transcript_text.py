@@ -8,7 +8,9 @@ new one when the speaker changes, after a pause of :data:`PAUSE_SECONDS` or more
 speaker, ``[12:03] Alice Smith: ...``, so that an answer quoting it says where in the recording it was said.
 
 The speaker is the cue's WebVTT voice (``<v Alice Smith>``, as Teams writes it) or, when most cues of the file
-open with one (as Zoom writes them), a leading ``Name:``. Styling tags, inline timestamps, positioning codes
+open with one (as Zoom writes them), a leading ``Name:``; a cue without one continues its speaker (captioning tools
+often tag only a change of voice), unless it opens with ``>>``, broadcast captions' mark of a new speaker, who is
+then unnamed unless a ``NAME:`` follows the mark. Styling tags, inline timestamps, positioning codes
 (``{\\an8}``) and character references are removed; a line repeated from the cue before (rolling captions, as
 YouTube's automatic ones roll) is read once. ``NOTE``, ``STYLE`` and ``REGION`` blocks and cue settings are not
 text. A WebVTT header's own title (``WEBVTT - Quarterly review``) names the document.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from models.errors import DataError
 
@@ -33,6 +35,7 @@ POSITION = re.compile(r"\{\\[^}]*\}")  # SubRip's ASS codes: {\an8}, {\i1}
 NAMED_SPEAKER = re.compile(r"^([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,3}):[ \t]+(?=\S)")  # "Alice Smith: ..."
 SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 NOT_CUES = ("NOTE", "STYLE", "REGION")
+TURN = re.compile(r"^>>+\s*")  # broadcast captions: ">>" opens a new speaker's words, ">>>" a new story
 
 
 @dataclass
@@ -41,6 +44,8 @@ class _Cue:
     end: float
     speaker: str
     text: str
+    turn: bool = False  # opens with ">>": a new speaker, named only by the cue itself
+    raw: list[str] = field(default_factory=list)  # its lines as written (turn marks kept), to spot rolled lines
 
 
 def vtt_to_text(raw: str) -> tuple[str, str]:
@@ -85,7 +90,7 @@ def _cues(lines: list[str]) -> list[_Cue]:
     if not cues and any(line.strip() for line in lines[header_end:]):
         raise DataError("no cues found (no line like '00:00:01.000 --> 00:00:04.000'); a transcript is read from "
                         "WebVTT (.vtt) or SubRip (.srt) cues")
-    return [cue for cue in (_clean(*cue) for cue in cues) if cue.text]
+    return [cue for raw in cues for cue in _clean(*raw) if cue.text]
 
 
 def _seconds(stamp: str) -> float:
@@ -94,12 +99,23 @@ def _seconds(stamp: str) -> float:
     return sum(float(part) * 60 ** power for power, part in enumerate(reversed(parts)))
 
 
-def _clean(start: float, end: float, lines: list[str]) -> _Cue:
-    """A cue of these text lines: its speaker (its voice tag) and its lines without markup."""
+def _clean(start: float, end: float, lines: list[str]) -> list[_Cue]:
+    """The cue of these text lines: its speaker (its voice tag) and its lines without markup; a cue holding
+    several ``>>`` turns is one cue per turn, at the same times."""
     voice = next((found for line in lines if (found := VOICE.search(line))), None)
     speaker = " ".join(voice.group(1).split()) if voice else ""
-    cleaned = [" ".join(html.unescape(TAG.sub("", POSITION.sub("", line))).split()) for line in lines]
-    return _Cue(start, end, speaker, "\n".join(line for line in cleaned if line))
+    cleaned = [text for line in lines if (text := " ".join(html.unescape(TAG.sub("", POSITION.sub("", line))).split()))]
+    cues = [_Cue(start, end, speaker, "")]
+    for line in cleaned:
+        if turn := TURN.match(line):
+            words = line[turn.end():]
+            named = NAMED_SPEAKER.match(words)
+            cues.append(_Cue(start, end, named.group(1) if named else "", words[named.end():] if named else words,
+                             turn=True, raw=[line]))
+        else:
+            cues[-1].text = f"{cues[-1].text}\n{line}" if cues[-1].text else line
+            cues[-1].raw.append(line)
+    return cues
 
 
 def _named_speakers(cues: list[_Cue]) -> bool:
@@ -119,19 +135,20 @@ def _paragraphs(cues: list[_Cue]) -> str:
     current: list[str] = []
     for cue in cues:
         lines = cue.text.split("\n")
-        if lines[0] == last_line and cue.speaker in ("", speaker):  # a rolling caption repeats its last line
-            lines = lines[1:]
+        turn = cue.turn
+        if cue.raw[0] == last_line and cue.speaker in ("", speaker):  # a rolling caption repeats its last line
+            lines, turn = lines[1:], False  # (a repeated turn mark opens no new turn)
         if not lines:
             continue
-        last_line = lines[-1]
+        last_line = cue.raw[-1]
         text = " ".join(lines)
-        speaker_changed = bool(cue.speaker) and cue.speaker != speaker
+        speaker_changed = turn or (bool(cue.speaker) and cue.speaker != speaker)
         long_enough = words >= PARAGRAPH_WORDS and bool(current) and SENTENCE_END.search(current[-1]) is not None
         if current and (speaker_changed or cue.start - last_end >= PAUSE_SECONDS or long_enough):
             paragraphs.append(" ".join(current))
             current, words = [], 0
         if not current:
-            speaker = cue.speaker or speaker
+            speaker = cue.speaker if turn else cue.speaker or speaker
             current.append(f"[{_clock(cue.start)}]" + (f" {speaker}:" if speaker else ""))
         current.append(text)
         words += len(text.split())

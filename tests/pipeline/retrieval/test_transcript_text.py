@@ -61,6 +61,20 @@ def test_speakers_named_in_the_text_are_read_as_speakers_when_most_cues_name_one
     assert srt_to_text(captions)[1] == "[0:01] Warning: hot surface. Keep children away. Then clean it."  # no speakers
 
 
+def test_broadcast_turn_marks_start_a_new_speaker_and_untagged_cues_continue_theirs():
+    raw = ("WEBVTT\n\n00:00:01.000 --> 00:00:03.000\n>> THE MARKETS CLOSED HIGHER TODAY.\n\n"
+           "00:00:03.000 --> 00:00:05.000\nSTOCKS ROSE TWO PERCENT.\n\n"
+           "00:00:05.000 --> 00:00:07.000\n>> JOHN: WHAT DROVE THE RALLY?\n>> STRONG EARNINGS.\n\n"
+           "00:00:07.000 --> 00:00:09.000\n>> STRONG EARNINGS.\nFROM BANKS.\n\n"  # rolled up a line
+           "00:00:09.000 --> 00:00:10.000\nFROM BANKS.\n>> NEXT STORY.\n\n"
+           "00:00:20.000 --> 00:00:22.000\n<v Alice>We ship on Monday.\n\n"
+           "00:00:30.000 --> 00:00:32.000\nThen we test.\n")
+    assert vtt_to_text(raw)[1] == (
+        "[0:01] THE MARKETS CLOSED HIGHER TODAY. STOCKS ROSE TWO PERCENT.\n\n[0:05] JOHN: WHAT DROVE THE RALLY?"
+        "\n\n[0:05] STRONG EARNINGS. FROM BANKS.\n\n[0:09] NEXT STORY.\n\n[0:20] Alice: We ship on Monday.\n\n"
+        "[0:30] Alice: Then we test.")
+
+
 def test_subrip_without_blank_lines_codes_and_hours_reads():
     srt = ("\ufeff1\r\n00:00:01,000 --> 00:00:02,500\r\n{\\an8}<i>The refund window</i>\r\n"
            "2\r\n00:00:02,600 --> 00:00:04,000\r\nis 14 days.\r\n\r\n"
