@@ -6,7 +6,9 @@ as a block of ``column: value`` lines, empty cells left out, and records are sep
 separator (``RECORD_SEPARATOR`` on a line of its own), which the chunker never packs across: each record is a
 chunk of its own (cut between lines only when it is longer than a chunk). Graded packed with its neighbours, a FAQ
 entry loses much of its grade (``bench/bench_table_records.py``: StackFAQ AUROC 0.98 alone, 0.91 packed two or
-three to a chunk). The first row names the columns. The corrective loop quotes a record whole too
+three to a chunk). The first row names the columns, unless rows above the table precede it (an export's title or
+``# ...`` comment lines, narrower than the table): those are read as one ``note:`` record and the row after them
+names the columns. The corrective loop quotes a record whole too
 (``StoredChunk.is_record``): cut into sentences, an answer would quote a FAQ's question without its answer.
 The separator of a ``.csv`` file is detected from its start (comma, semicolon, tab or pipe, with its quoting;
 comma when that is unclear), a ``.tsv`` file's is the tab. A first column with no name whose values count the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from models.errors import DataError
@@ -77,10 +80,30 @@ def records_text(rows: Iterable[Sequence[str]], lead: str = "") -> str:
     kept = [row for row in ([cell.strip() for cell in row] for row in rows) if any(row)]
     if not kept:
         return ""
-    header, body = kept[0], kept[1:]
+    above = _preamble(kept)
+    note = record_lines(("note", ", ".join(cell.lstrip("#").strip() for cell in row if cell)) for row in kept[:above])
+    header, body = kept[above], kept[above + 1:]
     names = [name or f"column {i + 1}" for i, name in enumerate(header)]
     skip = {0} if _counts_rows(header, body) else set()
-    return join_records(lead + record for record in (_record(names, row, skip) for row in body) if record)
+    records = (_record(names, row, skip) for row in body)
+    return join_records(lead + record for record in (note, *records) if record)
+
+
+def _preamble(rows: list[list[str]]) -> int:
+    """How many leading rows stand above the table rather than in it (an export's title, its '# ...' comment lines,
+    a report's notes): rows before the header that are '#' comments narrower than the table's usual width, or, in a
+    table of 3 or more columns, at most half as wide. They are read as a note; the row after them names the
+    columns. A table needs a header and a row below it, so a file of fewer rows has no preamble."""
+    widths = [max(i for i, cell in enumerate(row) if cell) + 1 for row in rows]
+    counts = Counter(widths)
+    usual = max(counts, key=lambda width: (counts[width], width))
+    above = 0
+    for row, width in zip(rows, widths, strict=True):
+        comment = row[0].startswith("#") and len(row[0]) > 1 and width < usual
+        if not (comment or (usual >= 3 and width <= usual // 2)):
+            break
+        above += 1
+    return above if above < len(rows) - 1 else 0
 
 
 def join_records(records: Iterable[str]) -> str:
