@@ -144,10 +144,7 @@ def register_index(sub: argparse._SubParsersAction) -> None:
                                       "CSV/TSV/Excel/ODS tables, JSON data, e-mail and mailboxes, e-books, "
                                       "transcripts), folders or zip and tar archives of them")
     add.add_argument("paths", nargs="+", help=f"files, folders or archives ({' '.join(READABLE)})")
-    where = add.add_mutually_exclusive_group(required=True)
-    where.add_argument("--index", help="local index directory (created if missing)")
-    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
-    add.add_argument("--collection", default="crag", help="Qdrant collection")
+    _add_store(add, index_help="local index directory (created if missing)")
     add.add_argument("--tenant", required=True)
     add.add_argument("--roles", default="", help="comma-separated roles allowed to read (default: all of the tenant)")
     add.add_argument("--status", default="active", choices=["active", "superseded"])
@@ -168,20 +165,13 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--strip-vectors", action="store_true", help=strip_help)
     create.set_defaults(handler=_index_create)
     remove = isub.add_parser("remove", help="delete chunks by tenant, document path and/or chunk id")
-    where = remove.add_mutually_exclusive_group(required=True)
-    where.add_argument("--index", help="local index directory")
-    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY): --tenant and "
-                                            "--document NAME (an archive's name: all its members)")
-    remove.add_argument("--collection", default="crag", help="Qdrant collection")
+    _add_store(remove, qdrant_help=" (with --tenant and --document NAME; an archive's name: all its members)")
     remove.add_argument("--tenant", help="only this tenant's chunks (alone: all of them)")
     remove.add_argument("--document", help="a document's path as indexed, or its file name")
     remove.add_argument("--chunk-id", help="one chunk")
     remove.set_defaults(handler=_index_remove)
     listing = isub.add_parser("list", help="one tenant's documents in name order: chunks, roles, format")
-    where = listing.add_mutually_exclusive_group(required=True)
-    where.add_argument("--index", help="local index directory")
-    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
-    listing.add_argument("--collection", default="crag", help="Qdrant collection")
+    _add_store(listing)
     listing.add_argument("--tenant", required=True)
     listing.add_argument("--after", default="", help="list the names after this one (the last of a previous page)")
     listing.add_argument("--limit", type=int, default=1000)
@@ -192,6 +182,14 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     migrate = isub.add_parser("migrate", help="convert an index folder of the old file format to SQLite")
     migrate.add_argument("index", help="the old index folder (chunks.jsonl + vectors.npy; kept as *.migrated)")
     migrate.set_defaults(handler=_index_migrate)
+
+
+def _add_store(p: argparse.ArgumentParser, *, index_help: str = "local index directory", qdrant_help: str = "") -> None:
+    """Where an index command works: a local index folder or a Qdrant collection (one of them)."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help=index_help)
+    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)" + qdrant_help)
+    p.add_argument("--collection", default="crag", help="Qdrant collection")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
