@@ -8,8 +8,11 @@ message sits in, which an answer quoting one names, and never quoted as an answe
 plain-text part, or its HTML part read as HTML pages are (:mod:`pipeline.retrieval.html_text`) when there is no
 plain one, each in the charset it declares. What a reply quotes (``>`` lines and the "On ..., ... wrote:" line that
 introduces them) was said in an earlier message, and a signature (after the ``-- `` line, or ``--``) is no content:
-both are left out. Attachments are named, not read (index them as files of their own); a forwarded message attached
-whole is read after the body.
+both are left out. Attachments are named (``Attachments: a.pdf, logo.png``), and those of a type crag reads (PDF,
+Word, slides, spreadsheets, text...) are read too, each after the body under its own heading (``### Attachment:
+refund-policy.pdf``), so that a question about the policy a support mail carried finds it; one that cannot be
+read (damaged, too large, or its reader's extra not installed) stays only named, and neither archives nor mail
+files attached as files are opened. A forwarded message attached whole is read after them.
 
 A mailbox (``.mbox``: a mail program's or Gmail Takeout's export, a mailing list's archive) is one document of its
 messages in file order, each led by its own heading, which names its subject too (``## Re: Refund window — From
@@ -25,11 +28,14 @@ import email.policy
 import logging
 import mailbox
 import re
+import tempfile
 from email.message import EmailMessage, Message, MIMEPart
 from pathlib import Path
 
-from models.errors import DataError
+from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.strips import headings_down
+from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
 __all__ = ["eml_to_text", "mbox_to_text"]
 
@@ -42,6 +48,7 @@ SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (m
 MBOX_ESCAPED = re.compile(rb"^>(>*From )", re.MULTILINE)  # mboxrd writes a body's "From " line as ">From "
 DISCARDED_LABELS = frozenset({"spam", "trash"})  # Gmail Takeout's X-Gmail-Labels of mail nobody kept
 MAX_FORWARDS = 10  # forwarded messages inside forwarded messages are read this deep; deeper ones are named
+NOT_OPENED = (".eml", ".mbox")  # mail attached as a file: named only (a forward attached whole is read)
 
 
 def eml_to_text(path: Path) -> tuple[str, str]:
@@ -125,7 +132,31 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
             attached.append(part.get_filename() or part.get_content_type())
     if attached:
         blocks.append("Attachments: " + ", ".join(attached))
+    blocks += [block for part in message.iter_attachments() if (block := _attachment_block(part))]
     return subject, "\n\n".join([*blocks, *forwarded])
+
+
+def _attachment_block(part: MIMEPart) -> str:
+    """A file attached to a message, read as a document under its own heading when crag reads its type; '' when
+    it does not, or when it cannot be read (logged; the file stays named in the message's Attachments line)."""
+    from pipeline.retrieval.documents import SUPPORTED, read_document  # (documents imports this module)
+
+    name = _one_line(part.get_filename() or "")
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED or suffix in NOT_OPENED:
+        return ""
+    data = part.get_payload(decode=True)
+    if not isinstance(data, bytes) or not data or len(data) > MAX_PART_BYTES:
+        return ""
+    with tempfile.TemporaryDirectory(prefix="crag-attachment-") as tmp:
+        copy = Path(tmp) / f"attachment{suffix}"
+        copy.write_bytes(data)
+        try:
+            text = read_document(copy)[1].strip()
+        except (DataError, MissingDependencyError) as exc:
+            logger.info("attachment %s not read: %s", name, str(exc).replace(str(copy), name))
+            return ""
+    return f"### Attachment: {name}\n\n{headings_down(text, 3)}" if text else ""  # its sections under this one
 
 
 def _body(message: MIMEPart) -> str:

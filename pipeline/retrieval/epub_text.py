@@ -20,7 +20,7 @@ from urllib.parse import unquote
 
 from models.errors import DataError
 from pipeline.retrieval.html_text import html_to_text
-from pipeline.retrieval.strips import MARKDOWN_HEADING, blocks, heading_level
+from pipeline.retrieval.strips import MARKDOWN_HEADING, headings_down
 from pipeline.retrieval.zipped_xml import opened_zip, part_bytes, part_xml
 
 __all__ = ["epub_to_text"]
@@ -72,11 +72,10 @@ def _chapter(path: Path, book: zipfile.ZipFile, member: str, book_title: str) ->
     except (LookupError, UnicodeDecodeError):
         page = markup.decode("utf-8", errors="replace")
     title, text = html_to_text(page)
-    parts = [f"#{block}" if not is_code and MARKDOWN_HEADING.match(block) and heading_level(block) < 6 else block
-             for is_code, block in blocks(text)]
-    if parts and title and title != book_title and not MARKDOWN_HEADING.match(parts[0]):
-        parts.insert(0, f"## {title}")
-    return "\n\n".join(parts)
+    text = headings_down(text, 1)
+    if text and title and title != book_title and not MARKDOWN_HEADING.match(text):
+        text = f"## {title}\n\n{text}"
+    return text
 
 
 def _encrypted(path: Path, book: zipfile.ZipFile) -> set[str]:

@@ -67,6 +67,18 @@ def heading_level(heading: str) -> int:
     return len(line) - len(line.lstrip("#"))
 
 
+def headings_down(text: str, levels: int) -> str:
+    """``text`` with its Markdown headings ``levels`` deeper (level 6 at most), code blocks untouched: a document
+    read inside another (an e-book's chapter, a mail's attachment) keeps its sections under the heading it sits in."""
+    def down(block: str) -> str:
+        stripped = block.lstrip()
+        level = heading_level(stripped)
+        return "#" * min(6, level + levels) + stripped[level:]
+
+    return "\n\n".join(down(block) if not is_code and MARKDOWN_HEADING.match(block) else block
+                       for is_code, block in blocks(text))
+
+
 def under_heading(path: list[tuple[int, str]], heading: str) -> list[tuple[int, str]]:
     """The section path, (level, heading line) outermost first, once ``heading`` is read: it closes every section
     of its level or deeper and opens its own if it is of level 2 or deeper and has a title (a level-1 heading

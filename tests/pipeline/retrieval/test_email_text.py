@@ -55,6 +55,28 @@ def test_a_reply_reads_as_its_headers_and_own_words(tmp_path):
         "10:00:00 +0000")
 
 
+def test_attachments_of_readable_types_are_read_under_their_own_headings(tmp_path, caplog):
+    mail = message(From="Alice <alice@example.com>", Subject="Policies", Message_ID="<2@example.com>")
+    mail.set_content("Hi team,\n\nthe current policies are attached.\n")
+    mail.add_attachment(b"# Refunds\n\nDamaged items are refunded within 60 days.\n", maintype="text",
+                        subtype="markdown", filename="refunds.md")
+    mail.add_attachment(b"zone,days\nEU,3-5\n", maintype="text", subtype="csv", filename="delivery.csv")
+    mail.add_attachment(b"%PDF-1.4 cut short", maintype="application", subtype="pdf", filename="old-policy.pdf")
+    mail.add_attachment(b"PK\x03\x04", maintype="application", subtype="zip", filename="archive.zip")
+    mail.add_attachment(b"\x89PNG", maintype="image", subtype="png", filename="logo.png")
+    path = tmp_path / "policies.eml"
+    path.write_bytes(bytes(mail))
+    with caplog.at_level("INFO", logger="pipeline.retrieval.email_text"):
+        text = read_document(path)[1]
+    assert text == ("## From Alice <alice@example.com>\n\nHi team,\n\nthe current policies are attached.\n\n"
+                    "Attachments: refunds.md, delivery.csv, old-policy.pdf, archive.zip, logo.png\n\n"
+                    "### Attachment: refunds.md\n\n#### Refunds\n\nDamaged items are refunded within 60 days.\n\n"
+                    "### Attachment: delivery.csv\n\nzone: EU\ndays: 3-5")
+    assert "attachment old-policy.pdf not read: old-policy.pdf: not a readable PDF" in caplog.text
+    assert ("Damaged items are refunded within 60 days.", "Attachment: refunds.md › Refunds") in strips_with_sections(
+        text)
+
+
 def test_an_html_only_message_in_its_own_charset_is_read_as_a_page(tmp_path):
     mail = message(From="news@example.com", Subject="Café hours")
     mail.set_content("<html><head><style>p{}</style></head><body><h2>Opening hours</h2>"
