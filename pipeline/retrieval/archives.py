@@ -73,6 +73,15 @@ class DocumentText:
             return cls(named, path.name, suffix, error=exc)
         return cls(named, path.name, suffix, title=title, text=text)
 
+    @classmethod
+    def from_bytes(cls, content: bytes, file_name: str, *, named: str, encoding: str | None = None) -> DocumentText:
+        """``content`` read as a file called ``file_name`` (its type from the name), from a private temporary copy
+        (some readers need a file); named, and its errors naming it, ``named``."""
+        with tempfile.TemporaryDirectory(prefix="crag-document-") as tmp:
+            copy = Path(tmp) / UNSAFE_NAME.sub("_", file_name)[-200:]
+            copy.write_bytes(content)
+            return cls.read(copy, named=named, encoding=encoding)
+
 
 def archive_type(path: Path) -> str | None:
     """The archive type ``path``'s name ends with (one of :data:`ARCHIVES`: ``.tar.gz`` for ``x.tar.gz``), or None."""
@@ -85,28 +94,22 @@ def archive_documents(path: Path, *, encoding: str | None = None, unsupported: C
     """The documents of the archive at ``path``, in the archive's order, each named ``<archive>/<member>`` (the
     archive called ``named`` instead of its path when given); members of other types are counted in
     ``unsupported`` by extension."""
-    with tempfile.TemporaryDirectory(prefix="crag-archive-") as tmp:
-        members = _tar_members(path) if archive_type(path) in TARS else _zip_members(path)
-        for number, (member, data) in enumerate(members):
-            if passed_over(member.parts):
-                continue
-            suffix = member.suffix.lower()
-            if suffix not in SUPPORTED:
-                if unsupported is not None:
-                    unsupported[suffix or "(no extension)"] += 1
-                continue
-            member_name = f"{named or path}/{member}"
-            try:
-                content = data()
-            except DataError as exc:
-                yield DocumentText(member_name, member.name, suffix, error=exc)
-                continue
-            folder = Path(tmp) / str(number)
-            folder.mkdir()
-            copy = folder / UNSAFE_NAME.sub("_", member.name)[-200:]
-            copy.write_bytes(content)
-            yield DocumentText.read(copy, named=member_name, encoding=encoding)
-            copy.unlink()
+    members = _tar_members(path) if archive_type(path) in TARS else _zip_members(path)
+    for member, data in members:
+        if passed_over(member.parts):
+            continue
+        suffix = member.suffix.lower()
+        if suffix not in SUPPORTED:
+            if unsupported is not None:
+                unsupported[suffix or "(no extension)"] += 1
+            continue
+        member_name = f"{named or path}/{member}"
+        try:
+            content = data()
+        except DataError as exc:
+            yield DocumentText(member_name, member.name, suffix, error=exc)
+            continue
+        yield DocumentText.from_bytes(content, member.name, named=member_name, encoding=encoding)
 
 
 def _zip_members(path: Path) -> Iterator[tuple[PurePosixPath, Callable[[], bytes]]]:

@@ -28,11 +28,10 @@ import email.policy
 import logging
 import mailbox
 import re
-import tempfile
 from email.message import EmailMessage, Message, MIMEPart
 from pathlib import Path
 
-from models.errors import DataError, MissingDependencyError
+from models.errors import DataError
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import headings_down
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
@@ -116,7 +115,7 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
     body = _body(message)
     if body:
         blocks.append(body)
-    attached, forwarded = [], []
+    attached, read, forwarded = [], [], []
     for part in message.iter_attachments():
         inner = part.get_content() if part.get_content_type() == "message/rfc822" else None
         if isinstance(inner, Message) and forwards >= MAX_FORWARDS:
@@ -130,16 +129,18 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
                 blocks.append(more)
         else:
             attached.append(part.get_filename() or part.get_content_type())
+            if block := _attachment_block(part):
+                read.append(block)
     if attached:
         blocks.append("Attachments: " + ", ".join(attached))
-    blocks += [block for part in message.iter_attachments() if (block := _attachment_block(part))]
-    return subject, "\n\n".join([*blocks, *forwarded])
+    return subject, "\n\n".join([*blocks, *read, *forwarded])
 
 
 def _attachment_block(part: MIMEPart) -> str:
     """A file attached to a message, read as a document under its own heading when crag reads its type; '' when
     it does not, or when it cannot be read (logged; the file stays named in the message's Attachments line)."""
-    from pipeline.retrieval.documents import SUPPORTED, read_document  # (documents imports this module)
+    from pipeline.retrieval.archives import DocumentText  # (documents imports this module)
+    from pipeline.retrieval.documents import SUPPORTED
 
     name = _one_line(part.get_filename() or "")
     suffix = Path(name).suffix.lower()
@@ -148,14 +149,11 @@ def _attachment_block(part: MIMEPart) -> str:
     data = part.get_payload(decode=True)
     if not isinstance(data, bytes) or not data or len(data) > MAX_PART_BYTES:
         return ""
-    with tempfile.TemporaryDirectory(prefix="crag-attachment-") as tmp:
-        copy = Path(tmp) / f"attachment{suffix}"
-        copy.write_bytes(data)
-        try:
-            text = read_document(copy)[1].strip()
-        except (DataError, MissingDependencyError) as exc:
-            logger.info("attachment %s not read: %s", name, str(exc).replace(str(copy), name))
-            return ""
+    document = DocumentText.from_bytes(data, name, named=name)
+    if document.error is not None:
+        logger.info("attachment %s not read: %s", name, document.error)
+        return ""
+    text = document.text.strip()
     return f"### Attachment: {name}\n\n{headings_down(text, 3)}" if text else ""  # its sections under this one
 
 

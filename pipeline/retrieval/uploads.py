@@ -86,16 +86,11 @@ def ingest_upload(index: DocumentStore, name: str, content: bytes, fields: Chunk
         raise DataError(f"{name}: the upload is empty; send the document's bytes as the request body")
     archive = is_archive_name(name)
     unsupported: Counter[str] = Counter()
+    read: list[str] = []
     with tempfile.TemporaryDirectory(prefix="crag-upload-") as tmp:
-        copy = Path(tmp) / UNSAFE_NAME.sub("_", PurePosixPath(name).name)[-200:]
-        copy.write_bytes(content)
-        read: list[str] = []
-        documents = _named(_read(copy, name, archive, encoding, unsupported), read)
-        try:
-            report = ingest_documents(index, documents, fields, skip_errors=skip_errors, unsupported=unsupported,
-                                      max_chunks=max_chunks, stop_hint="skip_errors=true" if archive else None)
-        except DataError as exc:  # messages name the private copy: name the upload instead
-            raise DataError(str(exc).replace(str(copy), name)) from exc
+        documents = _named(_read(Path(tmp), name, content, archive, encoding, unsupported), read)
+        report = ingest_documents(index, documents, fields, skip_errors=skip_errors, unsupported=unsupported,
+                                  max_chunks=max_chunks, stop_hint="skip_errors=true" if archive else None)
     if not report.files:
         reasons = "; ".join(f"{s['path']}: {s['reason']}" for s in report.skipped[:5])
         raise DataError(f"{name}: nothing in it could be indexed ({reasons or 'no documents of a readable type'})")
@@ -104,14 +99,17 @@ def ingest_upload(index: DocumentStore, name: str, content: bytes, fields: Chunk
     return report
 
 
-def _read(copy: Path, name: str, archive: bool, encoding: str | None,
+def _read(tmp: Path, name: str, content: bytes, archive: bool, encoding: str | None,
           unsupported: Counter[str]) -> Iterator[DocumentText]:
+    """The upload's document, or an archive's member documents (read from a copy in ``tmp``), each named by it."""
     if not archive:
-        yield DocumentText.read(copy, named=name, encoding=encoding)
+        yield DocumentText.from_bytes(content, PurePosixPath(name).name, named=name, encoding=encoding)
         return
+    copy = tmp / UNSAFE_NAME.sub("_", PurePosixPath(name).name)[-200:]
+    copy.write_bytes(content)
     try:
         yield from archive_documents(copy, encoding=encoding, unsupported=unsupported, named=name)
-    except DataError as exc:  # the archive itself is damaged
+    except DataError as exc:  # the archive itself is damaged: its message names the private copy
         raise DataError(str(exc).replace(str(copy), name)) from exc
 
 
