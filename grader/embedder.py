@@ -81,7 +81,10 @@ class OnnxMiniLMEmbedder:
         self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = [whole_characters(text) for text in texts]  # a lone "\ud83d" cannot be tokenised
+        return self._embed([whole_characters(text) for text in texts])  # a lone "\ud83d" cannot be tokenised
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """``embed`` of texts already made of whole characters."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         keys = [content_key(t) for t in texts]
         todo: dict[bytes, list[int]] = {}
@@ -110,7 +113,7 @@ class OnnxMiniLMEmbedder:
         if not isinstance(max_windows, int) or max_windows < 1:
             raise ConfigError(f"max_windows must be a positive int (1 = the first window only), got {max_windows!r}")
         texts = [whole_characters(text) for text in texts]
-        first = self.embed(texts)
+        first = self._embed(texts)
         if max_windows == 1:
             return first, np.arange(len(texts), dtype=np.int64)
         extra: list[tuple[int, bytes, object]] = []  # (text row, cache key, encoding) of windows 2..max_windows
