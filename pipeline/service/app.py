@@ -3,7 +3,7 @@
 - ``POST /v1/grade`` and ``POST /v1/query`` need ``Authorization: Bearer <key>``; the key decides the
   tenant and roles, so every retrieval is scoped to them (callers cannot choose a tenant).
 - ``PUT`` / ``DELETE /v1/documents/{name}`` and ``GET /v1/documents``: writer keys manage their tenant's
-  documents in the local index (:mod:`pipeline.service.documents`).
+  documents in the local index or Qdrant (:mod:`pipeline.service.documents`).
 - ``GET /healthz`` (alive), ``/readyz`` (model and index loaded, worker running), ``/metrics``.
 - One grader is loaded per process and owned by a micro-batching worker thread; pipeline runs happen in
   a thread pool. Outside failures (LLM, web search) degrade the answer and are flagged: never a 500.

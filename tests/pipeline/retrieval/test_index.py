@@ -234,7 +234,7 @@ def test_searching_an_index_that_does_not_exist_says_so_once(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records if "no documents yet" in r.getMessage()]
     assert len(said) == 1 and "crag index add --index" in said[0] and str(tmp_path / "typo") in said[0]
     assert not (tmp_path / "typo").exists()  # searching creates nothing
-    with pytest.raises(DataError, match="is not an index.*crag index create --index"):
+    with pytest.raises(DataError, match=r"is not an index.*crag index create --index"):
         LocalHybridIndex.open_existing(tmp_path / "typo")
 
 
