@@ -11,17 +11,35 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ListLabels"]
+__all__ = ["ListLabels", "ParagraphStyles"]
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 ROMAN = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"), (10, "x"),
          (9, "ix"), (5, "v"), (4, "iv"), (1, "i"))
 
 
-class ListLabels:
-    """Labels for one document's paragraphs, in document order (the counters are state)."""
+class ParagraphStyles:
+    """Each paragraph's style, looked up once per style id. python-docx resolves ``paragraph.style`` from the
+    paragraph's style id alone but scans every style of the document on each call for a paragraph without one (the
+    default style): a 300-page specification (11,000 paragraphs) took 46 s to read, 45 of them in that scan."""
 
-    def __init__(self, document: Any) -> None:
+    def __init__(self) -> None:
+        self._by_id: dict[str | None, Any] = {}
+
+    def of(self, paragraph: Any) -> Any:
+        """``paragraph.style`` (None when the document defines no such style)."""
+        style_id = paragraph._p.style  # the paragraph's w:pStyle value, None without one (no public API for it)
+        if style_id not in self._by_id:
+            self._by_id[style_id] = paragraph.style
+        return self._by_id[style_id]
+
+
+class ListLabels:
+    """Labels for one document's paragraphs, in document order (the counters are state); ``styles``: the style
+    look-up to share with the caller."""
+
+    def __init__(self, document: Any, styles: ParagraphStyles | None = None) -> None:
+        self.styles = styles or ParagraphStyles()
         self._numbering = _numbering_element(document)
         self._counters: dict[str, list[int | None]] = {}
         self._definitions: dict[str, tuple[list[tuple[str, str]], list[int]] | None] = {}  # read once per list
@@ -29,7 +47,7 @@ class ListLabels:
     def label(self, paragraph: Any) -> str | None:
         """The paragraph's label ("- " for a bullet, "2.1. " for a number), "" for a list level that shows
         none, None when the paragraph is not in a list."""
-        num_id, level = _num_pr(paragraph)
+        num_id, level = _num_pr(paragraph, self.styles.of(paragraph))
         if num_id is None:
             return None
         if num_id not in self._definitions:
@@ -95,12 +113,11 @@ def _numbering_element(document: Any) -> Any:
     return None
 
 
-def _num_pr(paragraph: Any) -> tuple[str | None, int]:
-    """(numId, level) from the paragraph's own numbering, else its style chain's; numId "0" means none."""
+def _num_pr(paragraph: Any, style: Any) -> tuple[str | None, int]:
+    """(numId, level) from the paragraph's own numbering, else its ``style`` chain's; numId "0" means none."""
     num_id: str | None = None
     level: int | None = None
     owners = [paragraph._p]
-    style = paragraph.style
     while style is not None and len(owners) < 12:  # a style based on itself must not loop
         owners.append(style.element)
         style = style.base_style

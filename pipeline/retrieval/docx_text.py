@@ -40,8 +40,9 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         if isinstance(block, docx.table.Table):
             paragraphs += _table_rows(block)
         else:
-            if block.text.strip():
-                paragraphs.append(_paragraph(block, labels.label(block)))
+            text = block.text  # python-docx joins the runs anew on every read
+            if text.strip():
+                paragraphs.append(_paragraph(text, labels.label(block), labels.styles.of(block)))
             paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
     title = (document.core_properties.title or "").strip()
     if not title:
@@ -49,15 +50,11 @@ def docx_to_text(path: Path) -> tuple[str, str]:
     return title, "\n\n".join(paragraphs)
 
 
-def _style(paragraph: Any) -> str:
-    return (paragraph.style.name if paragraph.style is not None else "") or ""
-
-
-def _paragraph(paragraph: Any, label: str | None) -> str:
-    """The paragraph as Markdown: a heading, a list item (the ``label`` Word shows: "- ", "3. ", "2.1. "), or plain
-    text."""
-    text = re.sub(r"[ \t]+", " ", paragraph.text).strip()
-    style = _style(paragraph)
+def _paragraph(paragraph_text: str, label: str | None, paragraph_style: Any) -> str:
+    """A paragraph as Markdown: a heading (by its ``paragraph_style``), a list item (the ``label`` Word shows:
+    "- ", "3. ", "2.1. "), or plain text."""
+    text = re.sub(r"[ \t]+", " ", paragraph_text).strip()
+    style = (paragraph_style.name if paragraph_style is not None else "") or ""
     level = HEADING_STYLE.search(style)
     if level:
         return "#" * int(level.group(1)) + " " + " ".join(text.split())
