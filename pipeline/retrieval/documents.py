@@ -22,6 +22,7 @@ from pipeline.retrieval.epub_text import epub_to_text
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
+from pipeline.retrieval.msg_text import msg_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.odp_text import odp_to_text
 from pipeline.retrieval.ods_text import ods_to_text
@@ -50,7 +51,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
              ".docx", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".ods", ".json", ".jsonl", ".eml", ".mbox",
-             ".epub", ".vtt", ".srt", ".rtf")
+             ".msg", ".epub", ".vtt", ".srt", ".rtf")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -145,8 +146,8 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
     Word (.docx), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument presentation (.odp),
     table (.csv, .tsv, Excel .xlsx, OpenDocument .ods: one record per row), JSON data (.json, .jsonl: one record per
-    object), e-mail (.eml: one message; .mbox: a mailbox), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt)
-    file.
+    object), e-mail (.eml: one message; .mbox: a mailbox; Outlook .msg), e-book (.epub) or transcript (WebVTT .vtt,
+    SubRip .srt) file.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -269,8 +270,8 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 # readers of the file itself (binary formats, or ones that find their own encoding); the rest read decoded text
 FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".pdf": _read_pdf, ".docx": docx_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text, ".xlsx": xlsx_to_text,
-    ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text, ".epub": epub_to_text,
-    ".rtf": rtf_to_text}
+    ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text, ".msg": msg_to_text,
+    ".epub": epub_to_text, ".rtf": rtf_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -36,7 +36,7 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import headings_down
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
-__all__ = ["eml_to_text", "mbox_to_text"]
+__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "mbox_to_text", "one_line", "without_quotes"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ SIGNATURE = "--"  # RFC 3676: a line of dash, dash, space opens the signature (m
 MBOX_ESCAPED = re.compile(rb"^>(>*From )", re.MULTILINE)  # mboxrd writes a body's "From " line as ">From "
 DISCARDED_LABELS = frozenset({"spam", "trash"})  # Gmail Takeout's X-Gmail-Labels of mail nobody kept
 MAX_FORWARDS = 10  # forwarded messages inside forwarded messages are read this deep; deeper ones are named
-NOT_OPENED = (".eml", ".mbox")  # mail attached as a file: named only (a forward attached whole is read)
+NOT_OPENED = (".eml", ".mbox", ".msg")  # mail attached as a file: named only (a forward attached whole is read)
 
 
 def eml_to_text(path: Path) -> tuple[str, str]:
@@ -106,8 +106,8 @@ def _is_message(message: EmailMessage) -> bool:
 
 
 def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, forwards: int = 0) -> tuple[str, str]:
-    subject = _one_line(str(message.get("Subject") or ""))
-    header = ", ".join(f"{word} {_one_line(str(message.get(name)))}" for name, word in HEADER_WORDS
+    subject = one_line(str(message.get("Subject") or ""))
+    header = ", ".join(f"{word} {one_line(str(message.get(name)))}" for name, word in HEADER_WORDS
                        if message.get(name))
     if subject_in_heading and subject:
         header = f"{subject} — {header}" if header else subject
@@ -119,7 +119,7 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
     for part in message.iter_attachments():
         inner = part.get_content() if part.get_content_type() == "message/rfc822" else None
         if isinstance(inner, Message) and forwards >= MAX_FORWARDS:
-            attached.append(f"forwarded message {_one_line(str(inner.get('Subject') or ''))}".strip())
+            attached.append(f"forwarded message {one_line(str(inner.get('Subject') or ''))}".strip())
         elif isinstance(inner, Message):
             inner_subject, inner_text = _message_text(inner, forwards=forwards + 1)  # type: ignore[arg-type]
             forwarded.append(f"Forwarded message: {inner_subject}\n\n{inner_text}" if inner_subject else inner_text)
@@ -129,25 +129,24 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
                 blocks.append(more)
         else:
             attached.append(part.get_filename() or part.get_content_type())
-            if block := _attachment_block(part):
+            data = part.get_payload(decode=True)
+            if isinstance(data, bytes) and (block := attachment_block(part.get_filename() or "", data)):
                 read.append(block)
     if attached:
         blocks.append("Attachments: " + ", ".join(attached))
     return subject, "\n\n".join([*blocks, *read, *forwarded])
 
 
-def _attachment_block(part: MIMEPart) -> str:
-    """A file attached to a message, read as a document under its own heading when crag reads its type; '' when
-    it does not, or when it cannot be read (logged; the file stays named in the message's Attachments line)."""
+def attachment_block(file_name: str, data: bytes) -> str:
+    """A file attached to a message (.eml or .msg), read as a document under its own heading when crag reads its
+    type; '' when it does not, or when it cannot be read (logged; the file stays named in the message's Attachments
+    line)."""
     from pipeline.retrieval.archives import DocumentText  # (documents imports this module)
     from pipeline.retrieval.documents import SUPPORTED
 
-    name = _one_line(part.get_filename() or "")
+    name = one_line(file_name)
     suffix = Path(name).suffix.lower()
-    if suffix not in SUPPORTED or suffix in NOT_OPENED:
-        return ""
-    data = part.get_payload(decode=True)
-    if not isinstance(data, bytes) or not data or len(data) > MAX_PART_BYTES:
+    if suffix not in SUPPORTED or suffix in NOT_OPENED or not data or len(data) > MAX_PART_BYTES:
         return ""
     document = DocumentText.from_bytes(data, name, named=name)
     if document.error is not None:
@@ -165,7 +164,7 @@ def _body(message: MIMEPart) -> str:
     text = _decoded(part)
     if part.get_content_type() == "text/html":
         text = html_to_text(text)[1]
-    return _without_quotes(text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+    return without_quotes(text.replace("\r\n", "\n").replace("\r", "\n")).strip()
 
 
 def _decoded(part: MIMEPart) -> str:
@@ -179,7 +178,7 @@ def _decoded(part: MIMEPart) -> str:
         return payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
 
 
-def _without_quotes(text: str) -> str:
+def without_quotes(text: str) -> str:
     """``text`` without quoted lines, the attribution line before them (or the two a mail program wrapped it
     into), and the signature."""
     lines = text.split("\n")
@@ -202,5 +201,5 @@ def _without_quotes(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept))
 
 
-def _one_line(value: str) -> str:
+def one_line(value: str) -> str:
     return re.sub(r"\s+", " ", value).strip()

@@ -1,0 +1,146 @@
+"""An Outlook message saved as a file (.msg) reads as an .eml file does: subject, who wrote to whom and when, its own
+words, its attachments. The files are written by another implementation of the format (aspose-email-foss's MSG
+writer), so that the reader is checked against Outlook's layout, not against itself."""
+
+import random
+from datetime import datetime, timezone
+
+import compressed_rtf
+import pytest
+from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
+from aspose.email_foss.msg import RECIPIENT_TYPE_BCC, RECIPIENT_TYPE_CC, RECIPIENT_TYPE_TO, MapiMessage
+from aspose.email_foss.msg import PropertyTypeCode as Type
+
+from models.errors import DataError
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.strips import strips_with_sections
+from tests.pipeline.conftest import assert_needs_extra
+
+REPLY = ("Hi Bob,\r\n\r\nThe refund window is 30 days from delivery; after that we offer store credit.\r\n\r\n"
+         "On Mon, 4 Mar 2024 at 09:12, Bob <bob@example.com> wrote:\r\n> What is the refund window for damaged items?"
+         "\r\n\r\nBest,\r\nAlice\r\n--\r\nAlice Smith | Support lead\r\n")
+SUBJECT, SENDER_NAME, SENDER_ADDRESS, RTF_COMPRESSED, MESSAGE_CODEPAGE = 0x0037, 0x0C1A, 0x0C1F, 0x1009, 0x3FFD
+
+
+def outlook_message(subject: str = "", body: str = "", **properties) -> MapiMessage:
+    """A Unicode message; ``properties``: more MAPI properties, ``p<hex id>=(type, value)``."""
+    message = MapiMessage.create(subject, body)
+    for prop, (kind, value) in properties.items():
+        message.set_property(int(prop.removeprefix("p"), 16), kind, value)
+    return message
+
+
+def test_an_outlook_reply_reads_like_an_eml_file(tmp_path):
+    message = outlook_message("Re: Refund window", REPLY, p0C1A=(Type.PTYP_STRING, "Alice Smith"),
+                              p5D01=(Type.PTYP_STRING, "alice@example.com"),
+                              p0039=(Type.PTYP_TIME, datetime(2024, 3, 4, 10, 0, tzinfo=timezone.utc)))
+    message.add_recipient("bob@example.com", display_name="Bob", recipient_type=RECIPIENT_TYPE_TO)
+    message.add_recipient("support@example.com", recipient_type=RECIPIENT_TYPE_CC)
+    message.add_recipient("auditor@example.com", recipient_type=RECIPIENT_TYPE_BCC)  # a blind copy is not shown
+    message.add_attachment("refunds.md", b"# Refunds\n\nDamaged items are refunded within 60 days.\n")
+    message.add_attachment("logo.png", b"\x89PNG")
+    message.add_embedded_message_attachment(outlook_message("Refund question", "What is the refund window?"))
+    path = tmp_path / "reply.msg"
+    message.save(path)
+    title, text = read_document(path)
+    assert title == "Re: Refund window"
+    assert text == ("## From Alice Smith <alice@example.com>, to Bob <bob@example.com>, cc support@example.com, "
+                    "on Mon, 04 Mar 2024 10:00:00 +0000\n\n"
+                    "Hi Bob,\n\nThe refund window is 30 days from delivery; after that we offer store credit.\n\n"
+                    "Best,\nAlice\n\nAttachments: refunds.md, logo.png\n\n"
+                    "### Attachment: refunds.md\n\n#### Refunds\n\nDamaged items are refunded within 60 days.\n\n"
+                    "Forwarded message: Refund question\n\nWhat is the refund window?")
+    for left_out in ("damaged items?", "wrote:", "Support lead", "auditor", "PNG"):
+        assert left_out not in text
+    assert len(chunk_text(text)) == 1
+    assert strips_with_sections(text)[0] == (
+        "The refund window is 30 days from delivery; after that we offer store credit.",
+        "From Alice Smith <alice@example.com>, to Bob <bob@example.com>, cc support@example.com, on Mon, 04 Mar 2024 "
+        "10:00:00 +0000")
+
+
+def test_the_html_body_is_read_before_outlooks_plain_copy_and_in_its_code_page(tmp_path):
+    # Outlook's own plain-text copy of an HTML message follows each link with its address and each picture by name
+    plain = "Read the refund policy<https://example.com/policy> before you write.\r\n[cid:image001.png]\r\n"
+    html = ("<html><body><p>Read the <a href='https://example.com/policy'>refund policy</a> before you write.</p>"
+            "<p>Caf\xe9 vouchers are not refunded.</p><img src='cid:image001.png'></body></html>").encode("cp1252")
+    message = outlook_message("Policy", plain, p1013=(Type.PTYP_BINARY, html), p3FDE=(Type.PTYP_INTEGER32, 1252))
+    path = tmp_path / "policy.msg"
+    message.save(path)
+    assert read_document(path)[1] == ("Read the refund policy before you write.\n\n"
+                                      "Caf\xe9 vouchers are not refunded.")
+
+
+def test_an_ansi_message_reads_in_its_code_page_and_an_rtf_only_body_is_read(tmp_path):
+    rtf = rb"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0 Arial;}}\pard The refund window is \b 30 days\b0 .\par}"
+    message = MapiMessage.create(unicode_strings=False)
+    message.set_property(MESSAGE_CODEPAGE, Type.PTYP_INTEGER32, 1251)
+    message.set_property(SUBJECT, Type.PTYP_STRING8, "Возврат товара".encode("cp1251"))
+    message.set_property(SENDER_NAME, Type.PTYP_STRING8, "Иван Петров".encode("cp1251"))
+    # an Exchange sender's address is a directory name, not an e-mail address: only the name is shown
+    message.set_property(SENDER_ADDRESS, Type.PTYP_STRING8, b"/O=EXCHANGELABS/OU=EXCHANGE/CN=RECIPIENTS/CN=IVAN")
+    message.set_property(RTF_COMPRESSED, Type.PTYP_BINARY, compressed_rtf.compress(rtf, compressed=True))
+    path = tmp_path / "ansi.msg"
+    message.save(path)
+    assert read_document(path) == ("Возврат товара", "## From Иван Петров\n\nThe refund window is 30 days.")
+
+
+def test_forwards_inside_forwards_are_read_ten_deep_then_named(tmp_path):
+    inner = outlook_message("Forward 12", "the innermost words")
+    for depth in range(11, 0, -1):
+        outer = outlook_message(f"Forward {depth}", f"words at depth {depth}")
+        outer.add_embedded_message_attachment(inner)
+        inner = outer
+    path = tmp_path / "deep.msg"
+    inner.save(path)
+    title, text = read_document(path)
+    assert title == "Forward 1"
+    assert "words at depth 11" in text and "Attachments: forwarded message Forward 12" in text
+    assert "the innermost words" not in text
+
+
+def test_files_that_are_not_outlook_messages_are_errors_naming_them(tmp_path):
+    not_ole = tmp_path / "notes.msg"
+    not_ole.write_text("just text", encoding="utf-8")
+    with pytest.raises(DataError, match=r"notes\.msg: not an Outlook message .*\.eml"):
+        read_document(not_ole)
+    word = tmp_path / "report.msg"  # an OLE compound file, but a Word document's, not a message's
+    root = CFBStorage("Root Entry")
+    root.add_stream(CFBStream("WordDocument", b"\x00" * 600))
+    CFBWriter.write_file(CFBDocument(root), word)
+    with pytest.raises(DataError, match=r"report\.msg: an OLE compound file without an Outlook message"):
+        read_document(word)
+    message = outlook_message("Refunds", "The refund window is 30 days. " * 200)
+    whole = message.to_bytes()
+    cut = tmp_path / "cut.msg"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=r"cut\.msg: not a readable \.msg file"):
+        read_document(cut)
+
+
+def test_damaged_messages_raise_only_data_errors(tmp_path):
+    message = outlook_message("Refunds", "The refund window is 30 days. " * 40,
+                              p0C1A=(Type.PTYP_STRING, "Alice Smith"))
+    message.add_attachment("refunds.md", b"# Refunds\n\nDamaged items are refunded within 60 days.\n")
+    message.add_embedded_message_attachment(outlook_message("Question", "What is the window?"))
+    whole = bytearray(message.to_bytes())
+    rng = random.Random(7)
+    read = 0
+    for copy in range(120):
+        damaged = bytearray(whole)
+        for _ in range(rng.randint(1, 40)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        path = tmp_path / f"damaged-{copy}.msg"
+        path.write_bytes(bytes(damaged))
+        try:
+            read_document(path)
+            read += 1
+        except DataError:
+            pass  # anything else fails the test
+    assert read > 0  # damage in padding or unread streams leaves a readable message
+
+
+def test_without_the_msg_extra_the_error_names_it(tmp_path, monkeypatch):
+    path = tmp_path / "reply.msg"
+    outlook_message("Refunds", "The refund window is 30 days.").save(path)
+    assert_needs_extra(path, "olefile", "msg", monkeypatch)
