@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_grade import QUERY, _timed, chunk_text  # noqa: E402
+from bench_grade import QUERY, chunk_text, interleaved  # noqa: E402
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -107,12 +107,7 @@ def run(args: argparse.Namespace) -> dict:
     }
     timings: dict[str, dict] = {}
     for workload, chunks in workloads.items():
-        for fn in contenders.values():
-            fn(chunks)  # warm-up
-        samples: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(args.rounds):
-            for name, fn in contenders.items():
-                samples[name].append(_timed(lambda fn=fn, chunks=chunks: fn(chunks)))
+        samples = interleaved(contenders, chunks, args.rounds)
         baseline = samples[next(iter(contenders))]
         crag = samples["crag int8 ONNX, one pair per call, pool of 1-thread sessions"]
         rows = {}

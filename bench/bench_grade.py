@@ -81,6 +81,18 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def interleaved(contenders: dict, chunks: list[str], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each contender on ``chunks``: one warm-up call each, then ``rounds`` rounds in which
+    every contender is called once in turn, so that a noisy machine slows all alike."""
+    for fn in contenders.values():
+        fn(chunks)
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            samples[name].append(_timed(lambda fn=fn: fn(chunks)))
+    return samples
+
+
 def model_flops(layers: int, hidden: int, intermediate: int, seq: int) -> float:
     """Forward FLOPs of a BERT encoder on one sequence (matmuls only: projections, attention, FFN)."""
     per_token = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
@@ -177,12 +189,7 @@ def run(args: argparse.Namespace) -> dict:
     }
     results: dict[str, dict] = {}
     for workload, chunks in workloads.items():
-        for fn in contenders.values():
-            fn(chunks)  # warm-up
-        samples: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(args.rounds):
-            for name, fn in contenders.items():
-                samples[name].append(_timed(lambda fn=fn, chunks=chunks: fn(chunks)))
+        samples = interleaved(contenders, chunks, args.rounds)
         baseline = samples[next(iter(contenders))]
         rows = {}
         for name, values in samples.items():
