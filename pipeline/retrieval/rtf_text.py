@@ -10,6 +10,11 @@ are written as they print, a link reads as its words. What is not text is left o
 tables, pictures and objects, document properties (the ``\\title`` names the document), headers and footers,
 footnotes, comments, field instructions and every ignorable destination (``{\\*\\...}``); ``\\binN`` data is
 stepped over.
+
+RTF that carries an HTML page (``\\fromhtml1``: the body Outlook stores for an HTML message, and Outlook's "Save As
+RTF" of one) is read as that page ([MS-OXRTFEX]): the markup in ``{\\*\\htmltagN ...}`` groups and the text between
+them, without what ``\\htmlrtf`` marks as RTF's own rendering, then :func:`~pipeline.retrieval.html_text.html_to_text`,
+so that its paragraphs, headings, lists and tables are the page's, not the rendering's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 
 from models.errors import DataError
 from models.unicode_text import whole_characters
+from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["rtf_text", "rtf_to_text"]
@@ -42,6 +48,8 @@ PARAGRAPH = "\n\n"
 CELL = "\ue000"  # a table cell's end (a private-use character), made " | " once its row is read
 HEADER_ROW = "\ue002"  # a header row's mark, read by _paragraphs
 HEADING = "\ue001"  # one per level of the heading a paragraph is, made "#"s once the paragraph is read
+FROM_HTML = re.compile(rb"\\fromhtml1\b")  # in the header: the document carries an HTML page (read as that page)
+HEADER_BYTES = 1024  # where \fromhtml1 is looked for: it precedes the font table
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,10 @@ def rtf_text(data: bytes) -> tuple[str, str]:
     """(title, text) of an RTF document's bytes."""
     if not data.lstrip()[:5] == b"{\\rtf":
         raise DataError("not an RTF file (it does not start with '{\\rtf')")
+    if FROM_HTML.search(data[:HEADER_BYTES]):
+        title, text = html_to_text(_encapsulated_html(data))
+        if text.strip():
+            return whole_characters(title), whole_characters(text)
     out: dict[str, list[str]] = {"text": [], "title": []}
     pending = bytearray()  # escaped bytes of the code page, decoded together (a character may take two)
     codepage = "cp1252"
@@ -144,6 +156,84 @@ def rtf_text(data: bytes) -> tuple[str, str]:
     flush()
     title = " ".join("".join(out["title"]).split())
     return whole_characters(title), _paragraphs(whole_characters("".join(out["text"])))
+
+
+def _encapsulated_html(data: bytes) -> str:
+    """The HTML page an RTF document made from one carries ([MS-OXRTFEX] de-encapsulation): the text of
+    ``{\\*\\htmltagN ...}`` groups and the text outside them, except what ``\\htmlrtf`` (up to ``\\htmlrtf0`` or
+    its group's end) marks as RTF's own; other destinations left out."""
+    out: list[str] = []
+    pending = bytearray()
+    codepage = "cp1252"
+    stack: list[tuple[str, bool, int]] = []
+    into, rtf_only, fallback = "html", False, 1  # into: "html" (read) or "" (a destination left out)
+    ignorable = False  # after \*: the group is a destination, read only if it is an htmltag
+    skip = 0  # fallback characters still to skip after a \u character
+
+    def write(text: str | bytes) -> None:
+        if into and not rtf_only:
+            if pending:
+                out.append(pending.decode(codepage, errors="replace"))
+                pending.clear()
+            if isinstance(text, bytes):
+                pending.extend(text)
+            else:
+                out.append(text)
+
+    at = 0
+    while (token := TOKEN.match(data, at)) is not None:
+        at = token.end()
+        word, number, hexbyte, symbol, brace, run = token.groups()
+        if skip and (hexbyte or run or symbol):  # the fallback of a \u character, skipped as in rtf_text
+            if run and len(run) > skip:
+                run, skip = run[skip:], 0
+            else:
+                skip -= 1 if not run else len(run)
+                continue
+        if brace is not None:
+            write(b"")
+            if brace == b"{":
+                if len(stack) >= MAX_DEPTH:
+                    raise DataError(f"groups nested more than {MAX_DEPTH} deep (a crafted or damaged file)")
+                stack.append((into, rtf_only, fallback))
+            elif stack:
+                into, rtf_only, fallback = stack.pop()
+            ignorable = False
+            continue
+        if word is not None:
+            name, value = word.decode("ascii"), int(number) if number else None
+            if ignorable:
+                into, rtf_only = ("html", False) if name == "htmltag" else ("", rtf_only)
+            elif name == "bin":
+                at += max(value or 0, 0)
+            elif name == "htmlrtf":
+                write(b"")
+                rtf_only = value != 0
+            elif name in NOT_TEXT:
+                write(b"")
+                into = ""
+            elif name == "ansicpg" and value:
+                codepage = _codepage(value, codepage)
+            elif name == "uc" and value is not None:
+                fallback = max(value, 0)
+            elif name == "u" and value is not None:
+                write(chr(value % 65536 if value < 0 else min(value, 0x10FFFF)))
+                skip = fallback
+            elif name in ("par", "line"):
+                write("\n")
+            elif name in SPECIAL:
+                write(SPECIAL[name])
+            ignorable = False
+        elif symbol == b"*":
+            ignorable = True
+        elif symbol is not None:
+            write(SYMBOLS.get(symbol.decode("latin-1"), ""))
+        elif hexbyte is not None:
+            write(bytes([int(hexbyte, 16)]))
+        elif run is not None:
+            write(run)
+    write(b"")
+    return "".join(out)
 
 
 def rtf_to_text(path: Path) -> tuple[str, str]:

@@ -8,6 +8,7 @@ import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.documents import read_document
+from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.rtf_text import rtf_text
 
 TEXTEDIT = rb"""{\rtf1\ansi\ansicpg1252\cocoartf2761
@@ -74,6 +75,30 @@ def test_headings_lists_links_and_tables_read_as_a_reader_sees_them():
         "Quoted: \u201csmart quotes\u201d and \u041f\u0440\u0438\u0432\u0435\u0442."))
 
 
+# an HTML message as Outlook stores its body ([MS-OXRTFEX]): the page's markup in htmltag groups, its text between
+# them, and RTF's own rendering of it marked \htmlrtf ... \htmlrtf0
+FROM_HTML = rb"""{\rtf1\ansi\ansicpg1252\fromhtml1 \deff0{\fonttbl{\f0\fswiss Arial;}}
+{\*\htmltag19 <html>}{\*\htmltag34 <head>}{\*\htmltag41 <title>Refunds</title>}{\*\htmltag42 </head>}
+{\*\htmltag50 <body>}\htmlrtf {\htmlrtf0
+{\*\htmltag64 <h2>}\htmlrtf {\b\fs32 \htmlrtf0 Refund window\htmlrtf }\htmlrtf0 {\*\htmltag72 </h2>}
+\htmlrtf\par\htmlrtf0
+{\*\htmltag64 <p>}The refund window is 30 days; caf\'e9 vouchers\uc1\u8212?none.{\*\htmltag72 </p>}\htmlrtf\par\htmlrtf0
+{\*\htmltag64 <table>}{\*\htmltag64 <tr>}{\*\htmltag64 <th>}Zone{\*\htmltag72 </th>}{\*\htmltag64 <th>}Days
+{\*\htmltag72 </th>}{\*\htmltag72 </tr>}{\*\htmltag64 <tr>}{\*\htmltag64 <td>}EU\htmlrtf\cell\htmlrtf0
+{\*\htmltag72 </td>}{\*\htmltag64 <td>}3-5{\*\htmltag72 </td>}{\*\htmltag72 </tr>}{\*\htmltag72 </table>}
+\htmlrtf This rendering of the page is RTF's own.\par\htmlrtf0 {\*\mhtmltag84 <img src="cid:logo">}
+{\*\htmltag58 </body>}{\*\htmltag27 </html>}\htmlrtf }\htmlrtf0 }"""
+THE_PAGE = ("<html><head><title>Refunds</title></head><body><h2>Refund window</h2><p>The refund window is 30 days; "
+            "caf\u00e9 vouchers\u2014none.</p><table><tr><th>Zone</th><th>Days</th></tr><tr><td>EU</td><td>3-5</td>"
+            "</tr></table></body></html>")
+
+
+def test_rtf_carrying_an_html_page_reads_as_the_page():
+    assert rtf_text(FROM_HTML) == html_to_text(THE_PAGE) == (
+        "Refunds", "## Refund window\n\nThe refund window is 30 days; caf\u00e9 vouchers\u2014none.\n\nZone | Days\n\n"
+        "Zone: EU | Days: 3-5")
+
+
 def test_code_pages_unicode_fallbacks_and_binary_data():
     russian = rb"{\rtf1\ansi\ansicpg1251 \'cf\'f0\'e8\'e2\'e5\'f2\par\uc2\u1055\'cf\'cf x\par\bin4 {{{{ tail\par}"
     assert rtf_text(russian) == ("", "\u041f\u0440\u0438\u0432\u0435\u0442\n\n\u041f x\n\ntail")
@@ -98,8 +123,8 @@ def test_crafted_nesting_and_size_read_in_bounded_time():
     text = rtf_text(b"{\\rtf1 " + b"\\par word \\'e9\\u8217? " * 100_000 + b"}")[1]
     assert text.count("word") == 100_000 and time.perf_counter() - start < 10
     rng = random.Random(0)
-    for _ in range(300):  # damaged copies: text or an error naming what is wrong, nothing else
-        data = bytearray(PANDOC)
+    for copy in range(300):  # damaged copies: text or an error naming what is wrong, nothing else
+        data = bytearray(PANDOC if copy % 2 else FROM_HTML)
         for _ in range(rng.randint(1, 20)):
             data[rng.randrange(len(data))] = rng.randrange(256)
         with contextlib.suppress(DataError):
