@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from models.deps import require
-from models.errors import DataError
+from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.email_text import MAX_FORWARDS, attachment_block, one_line, without_quotes
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.rtf_text import rtf_text
@@ -74,7 +74,7 @@ def msg_to_text(path: Path) -> tuple[str, str]:
                 raise DataError(f"{path}: an OLE compound file without an Outlook message in it (no "
                                 f"{PROPERTIES} stream): a Word .doc or Excel .xls file named .msg?")
             return _Message(ole, (), "top").text()
-    except DataError:
+    except (DataError, MissingDependencyError):
         raise
     except Exception as exc:  # olefile raises OSError, struct.error, IndexError... for damaged files
         raise DataError(f"{path}: not a readable .msg file ({type(exc).__name__}: {exc})") from exc
@@ -170,8 +170,9 @@ class _Message:
         compressed = _stream(self.ole, (*self.storage, f"__substg1.0_{RTF_COMPRESSED:04X}{BINARY:04X}"))
         if not compressed:
             return ""
+        decompress = require("compressed_rtf", "msg").decompress
         try:
-            return rtf_text(require("compressed_rtf", "msg").decompress(compressed))[1]
+            return rtf_text(decompress(compressed))[1]
         except DataError:
             raise
         except Exception as exc:  # compressed-rtf raises bare Exception for a bad header or checksum

@@ -141,6 +141,12 @@ def test_damaged_messages_raise_only_data_errors(tmp_path):
 
 
 def test_without_the_msg_extra_the_error_names_it(tmp_path, monkeypatch):
-    path = tmp_path / "reply.msg"
-    outlook_message("Refunds", "The refund window is 30 days.").save(path)
+    path = tmp_path / "rtf.msg"  # a message whose body is RTF only: it needs both halves of the extra
+    message = outlook_message("Refunds")
+    body = compressed_rtf.compress(rb"{\rtf1 30 days}", compressed=True)
+    message.set_property(RTF_COMPRESSED, Type.PTYP_BINARY, body)
+    message.save(path)
+    assert read_document(path)[1] == "30 days"
+    assert_needs_extra(path, "compressed_rtf", "msg", monkeypatch)
+    monkeypatch.undo()
     assert_needs_extra(path, "olefile", "msg", monkeypatch)
