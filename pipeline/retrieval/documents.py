@@ -44,14 +44,15 @@ from pipeline.retrieval.strips import (
 )
 from pipeline.retrieval.table_text import RECORD_FORMATS, RECORD_SEPARATOR, csv_to_text, tsv_to_text
 from pipeline.retrieval.transcript_text import srt_to_text, vtt_to_text
+from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
-             ".docx", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".ods", ".json", ".jsonl", ".eml", ".mbox",
-             ".msg", ".epub", ".vtt", ".srt", ".rtf")
+             ".docx", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json", ".jsonl", ".eml",
+             ".mbox", ".msg", ".epub", ".vtt", ".srt", ".rtf")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -145,9 +146,9 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
     Word (.docx), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument presentation (.odp),
-    table (.csv, .tsv, Excel .xlsx, OpenDocument .ods: one record per row), JSON data (.json, .jsonl: one record per
-    object), e-mail (.eml: one message; .mbox: a mailbox; Outlook .msg), e-book (.epub) or transcript (WebVTT .vtt,
-    SubRip .srt) file.
+    table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per row), JSON data (.json, .jsonl: one
+    record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook .msg), e-book (.epub) or transcript
+    (WebVTT .vtt, SubRip .srt) file.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -270,8 +271,8 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 # readers of the file itself (binary formats, or ones that find their own encoding); the rest read decoded text
 FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".pdf": _read_pdf, ".docx": docx_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text, ".xlsx": xlsx_to_text,
-    ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text, ".msg": msg_to_text,
-    ".epub": epub_to_text, ".rtf": rtf_to_text}
+    ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text,
+    ".msg": msg_to_text, ".epub": epub_to_text, ".rtf": rtf_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -30,7 +30,8 @@ def xlsx_to_text(path: Path) -> tuple[str, str]:
         workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises zipfile, XML, KeyError and its own errors for damaged files
         raise DataError(f"{path}: not a readable .xlsx file ({type(exc).__name__}: {exc}); an encrypted workbook "
-                        "or an older .xls one must be saved as .xlsx first") from exc
+                        "must be saved without its password first, and an older binary one is read from a file named "
+                        ".xls") from exc
     try:
         sheets = [sheet for sheet in workbook.worksheets if getattr(sheet, "sheet_state", "visible") == "visible"
                   and hasattr(sheet, "iter_rows")]  # chart sheets have no cells

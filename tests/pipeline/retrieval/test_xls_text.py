@@ -1,0 +1,79 @@
+"""An Excel 97-2003 workbook (.xls) is read as an .xlsx one is: sheet by sheet, one record per row, values as Excel
+shows them. The files are written by xlwt, another implementation of the format."""
+
+import datetime as dt
+import random
+
+import pytest
+
+from models.errors import DataError
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.table_text import RECORD_SEPARATOR
+from tests.pipeline.conftest import BILLING_RECORDS, assert_needs_extra
+
+xlwt = pytest.importorskip("xlwt")
+
+RS = f"\n{RECORD_SEPARATOR}\n"
+DATE, DATE_TIME, TIME = (xlwt.easyxf(num_format_str=f) for f in ("YYYY-MM-DD", "YYYY-MM-DD HH:MM", "HH:MM"))
+
+
+def workbook(path):
+    book = xlwt.Workbook()
+    faq = book.add_sheet("Billing")
+    for row, values in enumerate([("question", "answer", "updated"),
+                                  ("Can I pay by invoice?", "Yes, on the Business plan.", dt.datetime(2024, 3, 1)),
+                                  (),
+                                  ("What is the refund window?", "  30 days  ", dt.datetime(2024, 5, 2, 9, 30))]):
+        for column, value in enumerate(values):
+            style = DATE_TIME if isinstance(value, dt.datetime) and value.hour else DATE
+            faq.write(row, column, value, *([style] if isinstance(value, dt.datetime) else []))
+    prices = book.add_sheet("Prices")  # its first row is blank: the header is the first row with something in it
+    for row, values in enumerate([("plan", "price per seat", "annual", "total", "opens"),
+                                  ("Team", 12.5, True, xlwt.Formula("B3*10"), dt.time(9, 30)),
+                                  ("Business", 30.0, False, None, None)], start=1):
+        for column, value in enumerate(values):
+            if value is not None:
+                prices.write(row, column, value, *([TIME] if isinstance(value, dt.time) else []))
+    prices.row(3).set_cell_error(4, "#DIV/0!")  # a formula's error value, as Excel stores it
+    secret = book.add_sheet("Internal notes")
+    secret.write(0, 0, "note")
+    secret.write(1, 0, "do not index")
+    secret.visibility = 1  # hidden
+    book.save(str(path))
+
+
+def test_each_visible_sheet_is_read_as_records_named_by_their_sheet(tmp_path):
+    path = tmp_path / "pricing.xls"
+    workbook(path)
+    title, text = read_document(path)
+    assert title == "pricing"  # the file names it: xlrd does not read a workbook's Title property
+    assert text.split(RS) == [
+        *BILLING_RECORDS,
+        "sheet: Prices\nplan: Team\nprice per seat: 12.5\nannual: TRUE\nopens: 09:30",  # a formula never computed
+        "sheet: Prices\nplan: Business\nprice per seat: 30\nannual: FALSE\nopens: #DIV/0!",
+    ]
+    assert "do not index" not in text and chunk_text(text) == text.split(RS)
+
+
+def test_files_that_are_not_workbooks_are_errors_naming_them(tmp_path):
+    path = tmp_path / "report.xls"
+    path.write_bytes(b"<html><body>an HTML table saved as .xls</body></html>")
+    with pytest.raises(DataError, match=r"report\.xls: not a readable \.xls workbook"):
+        read_document(path)
+    workbook(tmp_path / "good.xls")
+    whole = (tmp_path / "good.xls").read_bytes()
+    rng = random.Random(3)
+    for copy in range(80):  # damaged copies: records or an error naming the file, nothing else
+        damaged = bytearray(whole)
+        for _ in range(rng.randint(1, 30)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        (tmp_path / f"damaged-{copy}.xls").write_bytes(bytes(damaged))
+        try:
+            read_document(tmp_path / f"damaged-{copy}.xls")
+        except DataError as exc:
+            assert f"damaged-{copy}.xls" in str(exc)
+
+
+def test_without_the_xlsx_extra_the_error_names_it(tmp_path, monkeypatch):
+    workbook(tmp_path / "pricing.xls")
+    assert_needs_extra(tmp_path / "pricing.xls", "xlrd", "xlsx", monkeypatch)
