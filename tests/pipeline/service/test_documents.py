@@ -245,13 +245,28 @@ def test_a_file_sent_as_a_form_is_refused_before_it_is_stored_garbled(tmp_path, 
     assert curl.status_code == 200 and [c.text for c in index.iter_chunks()] == [REFUNDS.decode().strip()]
 
 
-def test_a_type_the_server_cannot_read_is_415_naming_the_extra(tmp_path, tokens, grader, monkeypatch):
-    client, _ = _client(tmp_path, tokens, grader)
-    monkeypatch.setitem(sys.modules, "docx", None)  # as if python-docx were not installed
+def _outlook_message() -> bytes:
+    from aspose.email_foss.msg import MapiMessage  # another implementation's MSG writer (dev)
+
+    return MapiMessage.create("Refunds", REFUNDS.decode()).to_bytes()
+
+
+@pytest.mark.parametrize(("name", "content", "module", "extra"), [
+    ("contract.docx", lambda: _zip({"word/document.xml": "<w/>"}), "docx", "docx"),
+    ("mail/refunds.msg", _outlook_message, "olefile", "msg"),
+])
+def test_a_type_the_server_cannot_read_is_415_naming_the_extra(tmp_path, tokens, grader, monkeypatch, name, content,
+                                                               module, extra):
+    client, index = _client(tmp_path, tokens, grader)
     with client:
-        response = client.put("/v1/documents/contract.docx", content=_zip({"word/document.xml": "<w/>"}),
-                              headers=_auth(tokens, "writer"))
-    assert response.status_code == 415 and "crag-grader[docx]" in response.json()["detail"]
+        monkeypatch.setitem(sys.modules, module, None)  # as if the extra were not installed
+        response = client.put(f"/v1/documents/{name}", content=content(), headers=_auth(tokens, "writer"))
+        assert response.status_code == 415 and f"crag-grader[{extra}]" in response.json()["detail"]
+        assert _stored(index) == []
+        monkeypatch.undo()  # installed: the same upload is read
+        response = client.put(f"/v1/documents/{name}", content=content(), headers=_auth(tokens, "writer"))
+    assert response.status_code == (200 if extra == "msg" else 422)  # that .docx is no Word document, only a zip
+    assert [c.text for c in index.iter_chunks()] == ([REFUNDS.decode().strip()] if extra == "msg" else [])
 
 
 def test_metrics_name_the_route_never_the_document(tmp_path, tokens, grader):
