@@ -16,6 +16,7 @@ from models.deps import require
 from models.errors import ConfigError, DataError
 from models.unicode_text import whole_characters
 from pipeline.retrieval.asciidoc_text import asciidoc_to_text
+from pipeline.retrieval.doc_text import doc_to_text
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
 from pipeline.retrieval.epub_text import epub_to_text
@@ -51,8 +52,8 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
-             ".docx", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json", ".jsonl", ".eml",
-             ".mbox", ".msg", ".epub", ".vtt", ".srt", ".rtf")
+             ".docx", ".doc", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json", ".jsonl",
+             ".eml", ".mbox", ".msg", ".epub", ".vtt", ".srt", ".rtf")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -145,10 +146,10 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
-    Word (.docx), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument presentation (.odp),
-    table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per row), JSON data (.json, .jsonl: one
-    record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook .msg), e-book (.epub) or transcript
-    (WebVTT .vtt, SubRip .srt) file.
+    Word (.docx; 97-2003 .doc), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument
+    presentation (.odp), table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per row), JSON data
+    (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook .msg), e-book
+    (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -270,9 +271,9 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 
 # readers of the file itself (binary formats, or ones that find their own encoding); the rest read decoded text
 FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
-    ".pdf": _read_pdf, ".docx": docx_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text, ".xlsx": xlsx_to_text,
-    ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text, ".mbox": mbox_to_text,
-    ".msg": msg_to_text, ".epub": epub_to_text, ".rtf": rtf_to_text}
+    ".pdf": _read_pdf, ".docx": docx_to_text, ".doc": doc_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text,
+    ".xlsx": xlsx_to_text, ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text,
+    ".mbox": mbox_to_text, ".msg": msg_to_text, ".epub": epub_to_text, ".rtf": rtf_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -1,0 +1,308 @@
+"""The readable text of a Word 97-2003 document (``.doc``), read with olefile (the ``docx`` extra).
+
+Legacy ``.doc`` files still fill document archives. The format ([MS-DOC]) is an OLE compound file whose
+``WordDocument`` stream holds the text in pieces that a piece table (in the ``0Table`` or ``1Table`` stream) puts in
+order, each piece 8-bit (Windows-1252) or UTF-16; the paragraphs' properties (style, table membership) are in
+formatted disk pages that map file offsets to property lists. Read here as a ``.docx`` file is
+(:mod:`pipeline.retrieval.docx_text`): the main document's paragraphs in order, headings (the built-in "Heading
+1".."Heading 9" styles and "Title") as Markdown headings, table rows as ``a | b`` (below a first row that Word repeats
+as a header row, each cell led by its column's name), a field by its shown result (a hyperlink by its words, a page
+number by its number), not its code. Pictures, drawn objects, footnote and comment marks, headers, footers,
+footnotes and comments are left out, and so are list paragraphs' bullets and numbers (the paragraphs are read). The
+Title property names the document, else its first heading. An encrypted document, a file that is not an OLE compound
+file or holds no Word document, and a damaged one are errors naming the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.deps import require
+from models.errors import DataError, MissingDependencyError
+from pipeline.retrieval.table_text import row_line
+
+__all__ = ["doc_to_text"]
+
+WORD_IDENT = 0xA5EC  # FibBase.wIdent: a Word binary document
+ENCRYPTED, WHICH_TABLE, OBFUSCATED = 0x0100, 0x0200, 0x8000  # FibBase flags
+CCP_TEXT = 3  # FibRgLw97: characters of the main document
+STSHF, PLCF_BTE_PAPX, CLX = 1, 13, 33  # FibRgFcLcb97 pairs: style sheet, paragraph property pages, piece table
+PAGE = 512  # a formatted disk page
+IN_TABLE, TABLE_ROW_END, TABLE_HEADER = 0x2416, 0x2417, 0x3404  # sprmPFInTable, sprmPFTtp, sprmTTableHeader
+STI_HEADINGS, STI_TITLE = range(1, 10), 62  # built-in style identifiers: Heading 1..9, Title
+FIELD_BEGIN, FIELD_SEPARATOR, FIELD_END = "\x13", "\x14", "\x15"
+DROPPED = dict.fromkeys(range(32), None) | {0x0B: "\n", 0x09: " ", 0x1E: "-", 0xA0: " "}  # control characters
+MAX_PIECES = 1_000_000
+
+
+@dataclass(frozen=True)
+class _Paragraph:
+    text: str
+    style: int  # index into the style sheet
+    in_table: bool
+    ends_cell: bool  # its mark is a cell's end (a table row's end mark is one too)
+    row_end: bool
+    header_row: bool  # (on a row's end mark) the row repeats atop each page: the table's header row
+
+
+def doc_to_text(path: Path) -> tuple[str, str]:
+    """(title, text) of the Word 97-2003 document in ``path``: its Title property, else its first heading ('' when
+    neither), and its paragraphs separated by blank lines."""
+    olefile = require("olefile", "docx")
+    if not olefile.isOleFile(str(path)):
+        raise DataError(f"{path}: not a Word 97-2003 document (an OLE compound file); a newer Word file is read "
+                        "from a file named .docx")
+    try:
+        with olefile.OleFileIO(str(path)) as ole:
+            if not ole.exists("WordDocument"):
+                raise DataError(f"{path}: an OLE compound file without a Word document in it (an Excel .xls or "
+                                "Outlook .msg file named .doc?)")
+            word = ole.openstream("WordDocument").read()
+            fib = _Fib(word, path)
+            table_name = "1Table" if fib.flags & WHICH_TABLE else "0Table"
+            if not ole.exists(table_name):
+                raise DataError(f"{path}: the document's {table_name} stream is missing (a damaged file)")
+            table = ole.openstream(table_name).read()
+            paragraphs = _paragraphs(word, table, fib)
+            styles = _heading_levels(table, *fib.pair(STSHF))
+            title = _title(ole)
+    except MissingDependencyError:
+        raise
+    except DataError as exc:
+        if str(exc).startswith(f"{path}:"):
+            raise
+        raise DataError(f"{path}: {exc}") from exc  # found inside the streams: named by the file
+    except Exception as exc:  # olefile and struct raise their own errors for damaged files
+        raise DataError(f"{path}: not a readable .doc file ({type(exc).__name__}: {exc})") from exc
+    blocks = _blocks(paragraphs, styles)
+    title = title or next((block.lstrip("#").strip() for block in blocks if block.startswith("#")), "")
+    return title, "\n\n".join(blocks)
+
+
+class _Fib:
+    """The File Information Block at the start of the WordDocument stream: where everything else is."""
+
+    def __init__(self, word: bytes, path: Path) -> None:
+        if len(word) < 0x22 or struct.unpack_from("<H", word, 0)[0] != WORD_IDENT:
+            raise DataError(f"{path}: not a Word 97-2003 document (no Word header in its WordDocument stream)")
+        self.flags = struct.unpack_from("<H", word, 0x0A)[0]
+        if self.flags & (ENCRYPTED | OBFUSCATED):
+            raise DataError(f"{path}: the document is encrypted (password-protected); save it without its password "
+                            "first")
+        at = 0x20
+        words = struct.unpack_from("<H", word, at)[0]
+        at += 2 + 2 * words
+        longs = struct.unpack_from("<H", word, at)[0]
+        self.longs = struct.unpack_from(f"<{longs}i", word, at + 2)
+        at += 2 + 4 * longs
+        pairs = struct.unpack_from("<H", word, at)[0]
+        self.pairs = struct.unpack_from(f"<{2 * pairs}I", word, at + 2)
+        if len(self.longs) <= CCP_TEXT or len(self.pairs) <= 2 * CLX + 1:
+            raise DataError(f"{path}: its Word header is too short for a Word 97 or later document")
+
+    def pair(self, index: int) -> tuple[int, int]:
+        """(offset, length) of a structure in the table stream."""
+        return self.pairs[2 * index], self.pairs[2 * index + 1]
+
+
+def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
+    """(first character, last character + 1, file offset, 8-bit) of each piece of text, from the piece table."""
+    at, length = fib.pair(CLX)
+    end = at + length
+    while at < end and table[at] == 0x01:  # Prc: formatting of pieces, not needed for the text
+        at += 3 + struct.unpack_from("<h", table, at + 1)[0]
+    if at >= end or table[at] != 0x02:
+        raise DataError("no piece table where the Word header says it is (a damaged file)")
+    size = struct.unpack_from("<I", table, at + 1)[0]
+    count = (size - 4) // 12
+    if not 0 < count <= MAX_PIECES:
+        raise DataError(f"a piece table of {count} pieces (a damaged file)")
+    cps = struct.unpack_from(f"<{count + 1}I", table, at + 5)
+    pieces = []
+    for index in range(count):
+        fc = struct.unpack_from("<I", table, at + 5 + 4 * (count + 1) + 8 * index + 2)[0]
+        compressed = bool(fc & 0x40000000)
+        pieces.append((cps[index], cps[index + 1], (fc & 0x3FFFFFFF) // 2 if compressed else fc, compressed))
+    return pieces
+
+
+def _paragraphs(word: bytes, table: bytes, fib: _Fib) -> list[_Paragraph]:
+    """The main document's paragraphs in order, each with the properties of its paragraph mark."""
+    properties = _ParagraphProperties(word, table, *fib.pair(PLCF_BTE_PAPX))
+    limit = fib.longs[CCP_TEXT]
+    paragraphs: list[_Paragraph] = []
+    current: list[str] = []
+    for first, last, offset, compressed in _pieces(table, fib):
+        last = min(last, limit)
+        if first >= last:
+            continue
+        width = 1 if compressed else 2
+        data = word[offset: offset + (last - first) * width]
+        text = data.decode("cp1252" if compressed else "utf-16-le", errors="replace")
+        start = 0
+        for position, character in enumerate(text):
+            if character in "\r\x07\x0c":  # paragraph, cell or row, page or section end
+                current.append(text[start:position])
+                style, in_table, row_end, header = properties.of(offset + position * width)
+                paragraphs.append(_Paragraph(_visible("".join(current)), style, in_table or character == "\x07",
+                                             character == "\x07", row_end, header))
+                current, start = [], position + 1
+        current.append(text[start:])
+    if "".join(current).strip():
+        paragraphs.append(_Paragraph(_visible("".join(current)), 0, False, False, False, False))
+    return paragraphs
+
+
+class _ParagraphProperties:
+    """Paragraph properties by the file offset of a paragraph mark: its style, whether it is in a table, whether it
+    ends a table row, whether that row is a header row."""
+
+    def __init__(self, word: bytes, table: bytes, at: int, length: int) -> None:
+        count = (length - 4) // 8
+        self.word = word
+        self.bounds = struct.unpack_from(f"<{count + 1}I", table, at) if count > 0 else (0,)
+        self.pages = [struct.unpack_from("<I", table, at + 4 * (count + 1) + 4 * i)[0] & 0x3FFFFF
+                      for i in range(max(count, 0))]
+        self.read: dict[int, tuple[tuple[int, ...], list[tuple[int, bool, bool, bool]]]] = {}
+
+    def of(self, fc: int) -> tuple[int, bool, bool, bool]:
+        index = bisect.bisect_right(self.bounds, fc) - 1
+        if not 0 <= index < len(self.pages):
+            return 0, False, False, False
+        page = self.pages[index]
+        if page not in self.read:
+            self.read[page] = self._page(page)
+        marks, papx = self.read[page]
+        run = bisect.bisect_right(marks, fc) - 1
+        return papx[run] if 0 <= run < len(papx) else (0, False, False, False)
+
+    def _page(self, number: int) -> tuple[tuple[int, ...], list[tuple[int, bool, bool, bool]]]:
+        """One formatted disk page of paragraph properties: its runs' first offsets and each run's properties."""
+        page = self.word[number * PAGE: (number + 1) * PAGE]
+        if len(page) < PAGE:
+            return (), []
+        runs = page[PAGE - 1]
+        marks = struct.unpack_from(f"<{runs + 1}I", page, 0)
+        found = []
+        for run in range(runs):
+            offset = 2 * page[4 * (runs + 1) + 13 * run]
+            found.append(_papx(page, offset) if offset else (0, False, False, False))
+        return marks[:runs], found
+
+
+def _papx(page: bytes, offset: int) -> tuple[int, bool, bool, bool]:
+    """(style, in table, row end, header row) from a PapxInFkp: its style index and the sprms that say so."""
+    size = page[offset]
+    start, length = (offset + 1, 2 * size - 1) if size else (offset + 2, 2 * page[offset + 1])
+    grpprl = page[start: start + length]
+    if len(grpprl) < 2:
+        return 0, False, False, False
+    style = struct.unpack_from("<H", grpprl, 0)[0]
+    sprms = _sprms(grpprl[2:])
+    return style, bool(sprms.get(IN_TABLE)), bool(sprms.get(TABLE_ROW_END)), bool(sprms.get(TABLE_HEADER))
+
+
+def _sprms(data: bytes) -> dict[int, int]:
+    """{sprm: first operand byte} of a list of property modifiers (operand sizes by the sprm's spra bits)."""
+    found: dict[int, int] = {}
+    at = 0
+    while at + 2 <= len(data):
+        sprm = struct.unpack_from("<H", data, at)[0]
+        at += 2
+        size = {0: 1, 1: 1, 2: 2, 3: 4, 4: 2, 5: 2, 7: 3}.get(sprm >> 13)
+        if size is None:  # variable: a length byte first (sprmTDefTable and sprmPChgTabs are longer)
+            if at >= len(data):
+                break
+            size = struct.unpack_from("<H", data, at)[0] - 1 + 2 if sprm == 0xD608 and at + 1 < len(data) \
+                else data[at] + 1
+        if at < len(data):
+            found[sprm] = data[at]
+        at += size
+    return found
+
+
+def _heading_levels(table: bytes, at: int, length: int) -> dict[int, int]:
+    """{style index: heading level} for the styles that are built-in headings (Heading 1..9: 1..9; Title: 1)."""
+    levels: dict[int, int] = {}
+    if length < 4 or at + length > len(table):
+        return levels
+    header = struct.unpack_from("<H", table, at)[0]
+    styles = struct.unpack_from("<H", table, at + 2)[0]
+    position = at + 2 + header
+    for index in range(styles):
+        if position + 2 > at + length:
+            break
+        size = struct.unpack_from("<H", table, position)[0]
+        if size >= 2:
+            sti = struct.unpack_from("<H", table, position + 2)[0] & 0x0FFF
+            if sti in STI_HEADINGS:
+                levels[index] = sti
+            elif sti == STI_TITLE:
+                levels[index] = 1
+        position += 2 + size
+    return levels
+
+
+def _visible(text: str) -> str:
+    """Text as Word shows it: a field by its result (its code left out, fields nested in either), control marks
+    (pictures, footnote and comment references, tabs as spaces, line breaks kept) removed."""
+    if FIELD_BEGIN in text:
+        kept, depth_codes = [], []  # per open field: whether its code is still being read
+        for character in text:
+            if character == FIELD_BEGIN:
+                depth_codes.append(True)
+            elif character == FIELD_SEPARATOR and depth_codes:
+                depth_codes[-1] = False
+            elif character == FIELD_END and depth_codes:
+                depth_codes.pop()
+            elif not any(depth_codes):
+                kept.append(character)
+        text = "".join(kept)
+    return "\n".join(" ".join(line.split()) for line in text.translate(DROPPED).split("\n"))
+
+
+def _blocks(paragraphs: list[_Paragraph], headings: dict[int, int]) -> list[str]:
+    """Paragraphs as Markdown: headings, table rows (cells joined; below a header row each led by its column's
+    name), text."""
+    blocks: list[str] = []
+    cell: list[str] = []  # the paragraphs of the cell being read
+    cells: list[str] = []  # the cells of the row being read
+    header: list[str] | None = None
+    rows = 0  # rows of the current table read
+    for paragraph in paragraphs:
+        if paragraph.row_end:  # the row's end mark: its cells are complete
+            line = row_line(cells, header)
+            if rows == 0 and paragraph.header_row:
+                header = cells
+            if line:
+                blocks.append(line)
+            cells, cell, rows = [], [], rows + 1
+        elif paragraph.in_table:
+            cell.append(paragraph.text.strip())
+            if paragraph.ends_cell:
+                cells.append(" ".join(part for part in cell if part))
+                cell = []
+        else:
+            if cells or cell:  # a row without its end mark (a damaged table): what was read of it
+                blocks.append(row_line([*cells, " ".join(cell)], None))
+                cells, cell = [], []
+            header, rows = None, 0
+            text = paragraph.text.strip()
+            level = headings.get(paragraph.style)
+            if text:
+                blocks.append(f"{'#' * level} {' '.join(text.split())}" if level else text)
+    if cells or cell:
+        blocks.append(row_line([*cells, " ".join(cell)], None))
+    return blocks
+
+
+def _title(ole: Any) -> str:
+    """The document's Title property (SummaryInformation), '' without one."""
+    title = ole.get_metadata().title
+    if isinstance(title, bytes):
+        title = title.decode("cp1252", errors="replace")
+    return " ".join(str(title or "").replace("\x00", "").split())

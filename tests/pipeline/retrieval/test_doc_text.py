@@ -1,0 +1,120 @@
+"""A Word 97-2003 document (.doc) reads as the same document saved as .docx does: headings, paragraphs, table rows,
+fields by their shown result, headers and footers left out."""
+
+import random
+import struct
+from pathlib import Path
+
+import pytest
+from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
+
+from models.errors import DataError
+from pipeline.retrieval.documents import chunk_text, read_document
+from pipeline.retrieval.strips import strips_with_sections
+from tests.pipeline.conftest import assert_needs_extra
+
+# python-docx's document (Title and heading styles, a hyperlink field, Greek and Cyrillic text, a table whose first
+# row Word repeats as a header row and a cell of two paragraphs, a bulleted list, a page header and footer) saved as
+# .doc by LibreOffice 7.4 (`soffice --headless --convert-to doc`): tests/fixtures/README.md
+STORE_HANDBOOK = Path(__file__).parents[2] / "fixtures" / "store-handbook.doc"
+
+
+def test_a_word_97_document_reads_as_its_docx_twin(tmp_path):
+    title, text = read_document(STORE_HANDBOOK)
+    assert title == "Store handbook"
+    assert text.split("\n\n") == [
+        "# Store handbook", "# Refunds",
+        "Read the refund policy before you write: the window is 30 days.",  # the link's words, not its field code
+        "Ελληνικά και кириллица: возврат в течение 30 дней.",
+        "## Delivery",
+        "Zone | Delivery time | Notes",
+        "Zone: EU | Delivery time: 3-5 days | Notes: Tracked",
+        "Zone: US | Delivery time: 7 days | Notes: Signed for on delivery",
+        "After the table.",
+        "Send a photo of the damage.", "Keep the packaging.",  # list paragraphs, without their bullets
+    ]
+    assert "confidential" not in text and "footer" not in text and "HYPERLINK" not in text
+    assert ("Zone: EU | Delivery time: 3-5 days | Notes: Tracked", "Delivery") in [
+        strip for chunk in chunk_text(text) for strip in strips_with_sections(chunk)]
+
+
+def word_document(pieces: list[tuple[str, bool]]) -> bytes:
+    """A minimal Word 97 file (FIB, piece table, no formatting) whose main text is ``pieces`` in order, each 8-bit
+    (True: Windows-1252, as Word writes text that fits it) or UTF-16; the pieces are stored in reverse order, so that
+    only the piece table puts them right."""
+    body, placed = bytearray(b"\x00" * 1536), []
+    for text, eight_bit in reversed(pieces):
+        placed.append((len(body), eight_bit))
+        body += text.encode("cp1252" if eight_bit else "utf-16-le")
+    placed.reverse()
+    cps = [0]
+    for text, _ in pieces:
+        cps.append(cps[-1] + len(text))
+    pcds = b"".join(struct.pack("<HIH", 0, (2 * at) | 0x40000000 if eight_bit else at, 0) for at, eight_bit in placed)
+    plcpcd = struct.pack(f"<{len(cps)}I", *cps) + pcds
+    clx = b"\x02" + struct.pack("<I", len(plcpcd)) + plcpcd
+    fc_lcb = [0] * (2 * 93)
+    fc_lcb[2 * 33: 2 * 33 + 2] = [0, len(clx)]  # fcClx, lcbClx: the piece table at the table stream's start
+    longs = [0] * 22
+    longs[3] = cps[-1]  # ccpText
+    fib = bytearray(struct.pack("<HH6xH", 0xA5EC, 193, 0x0200).ljust(32, b"\x00"))
+    fib += struct.pack("<H", 14) + b"\x00" * 28 + struct.pack("<H22i", 22, *longs)
+    fib += struct.pack(f"<H{2 * 93}I", 93, *fc_lcb)
+    body[: len(fib)] = fib
+    root = CFBStorage("Root Entry")
+    root.add_stream(CFBStream("WordDocument", bytes(body)))
+    root.add_stream(CFBStream("1Table", clx.ljust(4096, b"\x00")))
+    return CFBWriter.to_bytes(CFBDocument(root))
+
+
+def test_pieces_of_8_bit_and_unicode_text_read_in_order_with_fields_by_their_result(tmp_path):
+    path = tmp_path / "memo.doc"
+    path.write_bytes(word_document([
+        ("Caf\xe9 refunds \u2013 see \x13 HYPERLINK \"https://example.com\" \x14the policy\x15.\r", True),
+        ("\u0412\u043e\u0437\u0432\u0440\u0430\u0442: 30 \u0434\u043d\u0435\u0439\x0bnew line\r", False),
+        ("Page \x13 PAGE \x143\x15 of \x13 NUMPAGES \x13 nested \x15\x14 9\x15\x01\x08\x02\r", True),
+    ]))
+    assert read_document(path) == ("memo", "Caf\xe9 refunds \u2013 see the policy.\n\n"
+                                           "\u0412\u043e\u0437\u0432\u0440\u0430\u0442: 30 \u0434\u043d\u0435\u0439\n"
+                                           "new line\n\nPage 3 of 9")
+
+
+def test_files_that_are_not_word_97_documents_are_errors_naming_them(tmp_path):
+    newer = tmp_path / "contract.doc"
+    newer.write_bytes(b"PK\x03\x04 a .docx file named .doc")
+    with pytest.raises(DataError, match=r"contract\.doc: not a Word 97-2003 document .* named \.docx"):
+        read_document(newer)
+    workbook = tmp_path / "book.doc"
+    root = CFBStorage("Root Entry")
+    root.add_stream(CFBStream("Workbook", b"\x00" * 600))
+    CFBWriter.write_file(CFBDocument(root), workbook)
+    with pytest.raises(DataError, match=r"book\.doc: an OLE compound file without a Word document"):
+        read_document(workbook)
+    data = bytearray(STORE_HANDBOOK.read_bytes())
+    fib = data.find(b"\xec\xa5")  # the WordDocument stream's first bytes
+    data[fib + 0x0B] |= 0x01  # fEncrypted: 0x0100 of the little-endian flags at 0x0A
+    (tmp_path / "secret.doc").write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"secret\.doc: the document is encrypted"):
+        read_document(tmp_path / "secret.doc")
+
+
+def test_damaged_documents_raise_only_data_errors(tmp_path):
+    whole = STORE_HANDBOOK.read_bytes()
+    rng = random.Random(11)
+    read = 0
+    for copy in range(150):
+        damaged = bytearray(whole)
+        for _ in range(rng.randint(1, 40)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        path = tmp_path / f"damaged-{copy}.doc"
+        path.write_bytes(bytes(damaged))
+        try:
+            read_document(path)
+            read += 1
+        except DataError as exc:  # anything else fails the test
+            assert f"damaged-{copy}.doc" in str(exc)
+    assert read > 0
+
+
+def test_without_the_docx_extra_the_error_names_it(monkeypatch):
+    assert_needs_extra(STORE_HANDBOOK, "olefile", "docx", monkeypatch)
