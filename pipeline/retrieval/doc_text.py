@@ -8,14 +8,16 @@ formatted disk pages that map file offsets to property lists. Read here as a ``.
 1".."Heading 9" styles and "Title") as Markdown headings, table rows as ``a | b`` (below a first row that Word repeats
 as a header row, each cell led by its column's name), a field by its shown result (a hyperlink by its words, a page
 number by its number), not its code. Pictures, drawn objects, footnote and comment marks, headers, footers,
-footnotes and comments are left out, and so are list paragraphs' bullets and numbers (the paragraphs are read). The
-Title property names the document, else its first heading. An encrypted document, a file that is not an OLE compound
+footnotes and comments are left out. List paragraphs carry the label Word shows (``3.``, ``2.1.``, ``b)``, a bullet),
+counted per list (a list instance's restart overrides are not read). The Title property names the document, else its
+first heading. An encrypted document, a file that is not an OLE compound
 file or holds no Word document, and a damaged one are errors naming the file.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError, MissingDependencyError
+from pipeline.retrieval.docx_numbering import next_label
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["doc_to_text"]
@@ -30,9 +33,14 @@ __all__ = ["doc_to_text"]
 WORD_IDENT = 0xA5EC  # FibBase.wIdent: a Word binary document
 ENCRYPTED, WHICH_TABLE, OBFUSCATED = 0x0100, 0x0200, 0x8000  # FibBase flags
 CCP_TEXT = 3  # FibRgLw97: characters of the main document
-STSHF, PLCF_BTE_PAPX, CLX = 1, 13, 33  # FibRgFcLcb97 pairs: style sheet, paragraph property pages, piece table
+STSHF, PLCF_BTE_PAPX, CLX, PLF_LST, PLF_LFO = 1, 13, 33, 73, 74  # FibRgFcLcb97 pairs: style sheet, paragraph
+# property pages, piece table, list definitions and list instances (all in the table stream)
 PAGE = 512  # a formatted disk page
 IN_TABLE, TABLE_ROW_END, TABLE_HEADER = 0x2416, 0x2417, 0x3404  # sprmPFInTable, sprmPFTtp, sprmTTableHeader
+LIST_INSTANCE, LIST_LEVEL = 0x460B, 0x260A  # sprmPIlfo (1-based; 0: no list), sprmPIlvl
+NUMBER_FORMATS = {0: "decimal", 1: "upperRoman", 2: "lowerRoman", 3: "upperLetter", 4: "lowerLetter",
+                  22: "decimalZero", 23: "bullet", 255: "none"}  # MS-DOC nfc -> the docx names next_label reads
+NO_PROPERTIES = (0, False, False, False, 0, 0)
 STI_HEADINGS, STI_TITLE = range(1, 10), 62  # built-in style identifiers: Heading 1..9, Title
 FIELD_BEGIN, FIELD_SEPARATOR, FIELD_END = "\x13", "\x14", "\x15"
 DROPPED = dict.fromkeys(range(32), None) | {0x0B: "\n", 0x09: " ", 0x1E: "-", 0xA0: " "}  # control characters
@@ -47,6 +55,8 @@ class _Paragraph:
     ends_cell: bool  # its mark is a cell's end (a table row's end mark is one too)
     row_end: bool
     header_row: bool  # (on a row's end mark) the row repeats atop each page: the table's header row
+    list_instance: int  # 1-based index of the list it is an item of (0: none)
+    list_level: int
 
 
 def doc_to_text(path: Path) -> tuple[str, str]:
@@ -69,6 +79,7 @@ def doc_to_text(path: Path) -> tuple[str, str]:
             table = ole.openstream(table_name).read()
             paragraphs = _paragraphs(word, table, fib)
             styles = _heading_levels(table, *fib.pair(STSHF))
+            lists = _Lists(table, fib)
             title = _title(ole)
     except MissingDependencyError:
         raise
@@ -78,7 +89,7 @@ def doc_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: {exc}") from exc  # found inside the streams: named by the file
     except Exception as exc:  # olefile and struct raise their own errors for damaged files
         raise DataError(f"{path}: not a readable .doc file ({type(exc).__name__}: {exc})") from exc
-    blocks = _blocks(paragraphs, styles)
+    blocks = _blocks(paragraphs, styles, lists)
     title = title or next((block.lstrip("#").strip() for block in blocks if block.startswith("#")), "")
     return title, "\n\n".join(blocks)
 
@@ -147,13 +158,13 @@ def _paragraphs(word: bytes, table: bytes, fib: _Fib) -> list[_Paragraph]:
         for position, character in enumerate(text):
             if character in "\r\x07\x0c":  # paragraph, cell or row, page or section end
                 current.append(text[start:position])
-                style, in_table, row_end, header = properties.of(offset + position * width)
+                style, in_table, row_end, header, instance, level = properties.of(offset + position * width)
                 paragraphs.append(_Paragraph(_visible("".join(current)), style, in_table or character == "\x07",
-                                             character == "\x07", row_end, header))
+                                             character == "\x07", row_end, header, instance, level))
                 current, start = [], position + 1
         current.append(text[start:])
     if "".join(current).strip():
-        paragraphs.append(_Paragraph(_visible("".join(current)), 0, False, False, False, False))
+        paragraphs.append(_Paragraph(_visible("".join(current)), 0, False, False, False, False, 0, 0))
     return paragraphs
 
 
@@ -167,20 +178,21 @@ class _ParagraphProperties:
         self.bounds = struct.unpack_from(f"<{count + 1}I", table, at) if count > 0 else (0,)
         self.pages = [struct.unpack_from("<I", table, at + 4 * (count + 1) + 4 * i)[0] & 0x3FFFFF
                       for i in range(max(count, 0))]
-        self.read: dict[int, tuple[tuple[int, ...], list[tuple[int, bool, bool, bool]]]] = {}
+        self.read: dict[int, tuple[tuple[int, ...], list[tuple[int, bool, bool, bool, int, int]]]] = {}
 
-    def of(self, fc: int) -> tuple[int, bool, bool, bool]:
+    def of(self, fc: int) -> tuple[int, bool, bool, bool, int, int]:
+        """(style, in table, row end, header row, list instance, list level) of the paragraph mark at ``fc``."""
         index = bisect.bisect_right(self.bounds, fc) - 1
         if not 0 <= index < len(self.pages):
-            return 0, False, False, False
+            return NO_PROPERTIES
         page = self.pages[index]
         if page not in self.read:
             self.read[page] = self._page(page)
         marks, papx = self.read[page]
         run = bisect.bisect_right(marks, fc) - 1
-        return papx[run] if 0 <= run < len(papx) else (0, False, False, False)
+        return papx[run] if 0 <= run < len(papx) else NO_PROPERTIES
 
-    def _page(self, number: int) -> tuple[tuple[int, ...], list[tuple[int, bool, bool, bool]]]:
+    def _page(self, number: int) -> tuple[tuple[int, ...], list[tuple[int, bool, bool, bool, int, int]]]:
         """One formatted disk page of paragraph properties: its runs' first offsets and each run's properties."""
         page = self.word[number * PAGE: (number + 1) * PAGE]
         if len(page) < PAGE:
@@ -190,25 +202,31 @@ class _ParagraphProperties:
         found = []
         for run in range(runs):
             offset = 2 * page[4 * (runs + 1) + 13 * run]
-            found.append(_papx(page, offset) if offset else (0, False, False, False))
+            found.append(_papx(page, offset) if offset else NO_PROPERTIES)
         return marks[:runs], found
 
 
-def _papx(page: bytes, offset: int) -> tuple[int, bool, bool, bool]:
-    """(style, in table, row end, header row) from a PapxInFkp: its style index and the sprms that say so."""
+def _papx(page: bytes, offset: int) -> tuple[int, bool, bool, bool, int, int]:
+    """(style, in table, row end, header row, list instance, list level) from a PapxInFkp: its style index and the
+    sprms that say so."""
     size = page[offset]
     start, length = (offset + 1, 2 * size - 1) if size else (offset + 2, 2 * page[offset + 1])
     grpprl = page[start: start + length]
     if len(grpprl) < 2:
-        return 0, False, False, False
+        return NO_PROPERTIES
     style = struct.unpack_from("<H", grpprl, 0)[0]
     sprms = _sprms(grpprl[2:])
-    return style, bool(sprms.get(IN_TABLE)), bool(sprms.get(TABLE_ROW_END)), bool(sprms.get(TABLE_HEADER))
+
+    def number(sprm: int) -> int:
+        return int.from_bytes(sprms.get(sprm, b"")[:2], "little")
+
+    return (style, bool(number(IN_TABLE)), bool(number(TABLE_ROW_END)), bool(number(TABLE_HEADER)),
+            number(LIST_INSTANCE), number(LIST_LEVEL))
 
 
-def _sprms(data: bytes) -> dict[int, int]:
-    """{sprm: first operand byte} of a list of property modifiers (operand sizes by the sprm's spra bits)."""
-    found: dict[int, int] = {}
+def _sprms(data: bytes) -> dict[int, bytes]:
+    """{sprm: operand} of a list of property modifiers (operand sizes by the sprm's spra bits)."""
+    found: dict[int, bytes] = {}
     at = 0
     while at + 2 <= len(data):
         sprm = struct.unpack_from("<H", data, at)[0]
@@ -220,7 +238,7 @@ def _sprms(data: bytes) -> dict[int, int]:
             size = struct.unpack_from("<H", data, at)[0] - 1 + 2 if sprm == 0xD608 and at + 1 < len(data) \
                 else data[at] + 1
         if at < len(data):
-            found[sprm] = data[at]
+            found[sprm] = data[at: at + size]
         at += size
     return found
 
@@ -262,12 +280,12 @@ def _visible(text: str) -> str:
             elif not any(depth_codes):
                 kept.append(character)
         text = "".join(kept)
-    return "\n".join(" ".join(line.split()) for line in text.translate(DROPPED).split("\n"))
+    return re.sub(r"[ \t]+", " ", text.translate(DROPPED)).strip()  # as the .docx reader collapses spaces
 
 
-def _blocks(paragraphs: list[_Paragraph], headings: dict[int, int]) -> list[str]:
-    """Paragraphs as Markdown: headings, table rows (cells joined; below a header row each led by its column's
-    name), text."""
+def _blocks(paragraphs: list[_Paragraph], headings: dict[int, int], lists: _Lists) -> list[str]:
+    """Paragraphs as Markdown: headings, list items with their labels, table rows (cells joined; below a header
+    row each led by its column's name), text."""
     blocks: list[str] = []
     cell: list[str] = []  # the paragraphs of the cell being read
     cells: list[str] = []  # the cells of the row being read
@@ -293,11 +311,59 @@ def _blocks(paragraphs: list[_Paragraph], headings: dict[int, int]) -> list[str]
             header, rows = None, 0
             text = paragraph.text.strip()
             level = headings.get(paragraph.style)
+            label = lists.label(paragraph.list_instance, paragraph.list_level) if text and not level else ""
             if text:
-                blocks.append(f"{'#' * level} {' '.join(text.split())}" if level else text)
+                blocks.append(f"{'#' * level} {' '.join(text.split())}" if level else label + text)
     if cells or cell:
         blocks.append(row_line([*cells, " ".join(cell)], None))
     return blocks
+
+
+class _Lists:
+    """The document's lists ([MS-DOC] PlfLst: each list's levels; PlfLfo: the list instances paragraphs name) and
+    their counters, for the labels Word shows ("3. ", "2.1. ", "b) ", a bullet), as :mod:`.docx_numbering` gives
+    them for .docx files. A list instance's overrides of its list (a restart) are not read."""
+
+    def __init__(self, table: bytes, fib: _Fib) -> None:
+        self.levels: dict[int, tuple[list[tuple[str, str]], list[int]]] = {}  # list id: levels' (format, text), starts
+        self.instances: list[int] = []  # list instance (0-based) -> list id
+        self.counters: dict[int, list[int | None]] = {}
+        at, length = fib.pair(PLF_LST)
+        if length >= 2:
+            count = struct.unpack_from("<h", table, at)[0]
+            position = at + 2 + 28 * count  # the levels follow the list definitions, outside lcbPlfLst
+            for index in range(max(count, 0)):
+                list_id = struct.unpack_from("<i", table, at + 2 + 28 * index)[0]
+                simple = table[at + 2 + 28 * index + 26] & 0x01
+                levels, starts = [], []
+                for _ in range(1 if simple else 9):
+                    number_format, text, start, position = _level(table, position)
+                    levels.append((number_format, text))
+                    starts.append(start)
+                self.levels[list_id] = (levels, starts)
+        at, length = fib.pair(PLF_LFO)
+        if length >= 4:
+            count = struct.unpack_from("<i", table, at)[0]
+            self.instances = [struct.unpack_from("<i", table, at + 4 + 16 * index)[0] for index in range(max(count, 0))]
+
+    def label(self, instance: int, level: int) -> str:
+        """The label of a paragraph of list instance ``instance`` (1-based, 0: none) at ``level``; '' when none."""
+        if not 0 < instance <= len(self.instances) or self.instances[instance - 1] not in self.levels:
+            return ""
+        list_id = self.instances[instance - 1]
+        levels, starts = self.levels[list_id]
+        return next_label(levels, starts, self.counters.setdefault(list_id, [None] * len(levels)), min(level, 8))
+
+
+def _level(table: bytes, at: int) -> tuple[str, str, int, int]:
+    """(format, text as Word's %1 placeholders, start, where the next level begins) of the LVL at ``at``."""
+    start, number_format = struct.unpack_from("<iB", table, at)
+    papx_size, chpx_size = table[at + 25], table[at + 24]
+    at += 28 + papx_size + chpx_size
+    characters = struct.unpack_from("<H", table, at)[0]
+    text = table[at + 2: at + 2 + 2 * characters].decode("utf-16-le", errors="replace")
+    text = "".join(f"%{ord(c) + 1}" if ord(c) < 9 else c for c in text)  # placeholder k: level k's number
+    return NUMBER_FORMATS.get(number_format, "decimal"), text, start, at + 2 + 2 * characters
 
 
 def _title(ole: Any) -> str:

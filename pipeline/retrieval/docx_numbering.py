@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ListLabels", "ParagraphStyles"]
+__all__ = ["ListLabels", "ParagraphStyles", "next_label"]
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 ROMAN = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"), (10, "x"),
@@ -56,24 +56,7 @@ class ListLabels:
         if definition is None:
             return None
         levels, starts = definition
-        level = min(level, len(levels) - 1)
-        counters = self._counters.setdefault(num_id, [None] * len(levels))
-        current = counters[level]
-        counters[level] = starts[level] if current is None else current + 1
-        for deeper in range(level + 1, len(counters)):
-            counters[deeper] = None
-        if levels[level][0] == "bullet":
-            return "- "
-
-        def number(match: re.Match[str]) -> str:
-            shown = int(match.group(1)) - 1
-            if not 0 <= shown < len(levels):
-                return ""
-            value = counters[shown] if counters[shown] is not None else starts[shown]
-            return _formatted(value or 0, levels[shown][0])
-
-        shown = re.sub(r"%([1-9])", number, levels[level][1]).strip()
-        return shown + " " if shown else ""
+        return next_label(levels, starts, self._counters.setdefault(num_id, [None] * len(levels)), level)
 
     def _level_definitions(self, num_id: str) -> tuple[list[tuple[str, str]], list[int]] | None:
         """(format, text) and start of each level of list ``num_id``; None when the document does not define it."""
@@ -103,6 +86,30 @@ class ListLabels:
             levels.append((fmt, f"%{index + 1}." if text is None else text))
             starts.append(starts_overridden.get(str(index), int(start) if start and start.isdigit() else 1))
         return levels, starts
+
+
+def next_label(levels: list[tuple[str, str]], starts: list[int], counters: list[int | None], level: int) -> str:
+    """The label of a list's next item at ``level``, its ``counters`` (one per level, None before a level's first
+    item) stepped: the level counts on, the levels below it restart. ``levels``: each level's (format, text),
+    Word's way (``"decimal"``, ``"%1.%2."``); ``starts``: where each level starts. "- " for a bullet, "" for a level
+    that shows nothing."""
+    level = min(level, len(levels) - 1)
+    current = counters[level]
+    counters[level] = starts[level] if current is None else current + 1
+    for deeper in range(level + 1, len(counters)):
+        counters[deeper] = None
+    if levels[level][0] == "bullet":
+        return "- "
+
+    def number(match: re.Match[str]) -> str:
+        shown = int(match.group(1)) - 1
+        if not 0 <= shown < len(levels):
+            return ""
+        value = counters[shown] if counters[shown] is not None else starts[shown]
+        return _formatted(value or 0, levels[shown][0])
+
+    shown = re.sub(r"%([1-9])", number, levels[level][1]).strip()
+    return shown + " " if shown else ""
 
 
 def _numbering_element(document: Any) -> Any:

@@ -32,8 +32,9 @@ def docx_to_text(path: Path) -> tuple[str, str]:
     try:
         document = docx.Document(str(path))
     except Exception as exc:  # python-docx raises zipfile, lxml and its own errors for damaged files
-        raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted or "
-                        "older .doc file must be saved as .docx first") from exc
+        raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted one must "
+                        "be saved without its password first, and a Word 97-2003 one is read from a file named "
+                        ".doc") from exc
     paragraphs: list[str] = []
     labels = ListLabels(document)
     for block in document.iter_inner_content():

@@ -14,8 +14,8 @@ from pipeline.retrieval.strips import strips_with_sections
 from tests.pipeline.conftest import assert_needs_extra
 
 # python-docx's document (Title and heading styles, a hyperlink field, Greek and Cyrillic text, a table whose first
-# row Word repeats as a header row and a cell of two paragraphs, a bulleted list, a page header and footer) saved as
-# .doc by LibreOffice 7.4 (`soffice --headless --convert-to doc`): tests/fixtures/README.md
+# row Word repeats as a header row and a cell of two paragraphs, bulleted and numbered lists, a page header and footer)
+# saved as .doc by LibreOffice 7.4 (`soffice --headless --convert-to doc`): tests/fixtures/README.md
 STORE_HANDBOOK = Path(__file__).parents[2] / "fixtures" / "store-handbook.doc"
 
 
@@ -31,7 +31,8 @@ def test_a_word_97_document_reads_as_its_docx_twin(tmp_path):
         "Zone: EU | Delivery time: 3-5 days | Notes: Tracked",
         "Zone: US | Delivery time: 7 days | Notes: Signed for on delivery",
         "After the table.",
-        "Send a photo of the damage.", "Keep the packaging.",  # list paragraphs, without their bullets
+        "- Send a photo of the damage.", "- Keep the packaging.",
+        "Returns, step by step:", "1. Print the label.", "2. Pack the item.", "3. Drop it at a post office.",
     ]
     assert "confidential" not in text and "footer" not in text and "HYPERLINK" not in text
     assert ("Zone: EU | Delivery time: 3-5 days | Notes: Tracked", "Delivery") in [
