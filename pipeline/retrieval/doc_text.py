@@ -17,6 +17,7 @@ file or holds no Word document, and a damaged one are errors naming the file.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import struct
 from dataclasses import dataclass
@@ -133,6 +134,8 @@ def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
     if not 0 < count <= MAX_PIECES:
         raise DataError(f"a piece table of {count} pieces (a damaged file)")
     cps = struct.unpack_from(f"<{count + 1}I", table, at + 5)
+    if any(later < earlier for earlier, later in itertools.pairwise(cps)):
+        raise DataError("its piece table is out of order (a damaged file)")
     pieces = []
     for index in range(count):
         fc = struct.unpack_from("<I", table, at + 5 + 4 * (count + 1) + 8 * index + 2)[0]
@@ -144,7 +147,7 @@ def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
 def _paragraphs(word: bytes, table: bytes, fib: _Fib) -> list[_Paragraph]:
     """The main document's paragraphs in order, each with the properties of its paragraph mark."""
     properties = _ParagraphProperties(word, table, *fib.pair(PLCF_BTE_PAPX))
-    limit = fib.longs[CCP_TEXT]
+    limit = min(fib.longs[CCP_TEXT], len(word))  # every character takes a byte or two of the stream: no more text
     paragraphs: list[_Paragraph] = []
     current: list[str] = []
     for first, last, offset, compressed in _pieces(table, fib):
