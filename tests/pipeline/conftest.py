@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import random
 import re
 import sys
 import zipfile
@@ -33,6 +34,28 @@ class HashEmbedder:
 # a picture for Office files
 ONE_PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
+
+
+def damaged_copies_read(whole: bytes, suffix: str, tmp_path, *, copies: int, seed: int) -> int:
+    """Read ``copies`` damaged copies of a file (1-40 random bytes changed each): each reads, or is a DataError naming
+    its file, and nothing else (any other exception fails the test). Returns how many read."""
+    from models.errors import DataError
+    from pipeline.retrieval.documents import read_document
+
+    rng = random.Random(seed)
+    read = 0
+    for copy in range(copies):
+        damaged = bytearray(whole)
+        for _ in range(rng.randint(1, 40)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        path = tmp_path / f"damaged-{copy}{suffix}"
+        path.write_bytes(bytes(damaged))
+        try:
+            read_document(path)
+            read += 1
+        except DataError as exc:
+            assert path.name in str(exc)
+    return read
 
 
 def assert_needs_extra(path, module: str, extra: str, monkeypatch) -> None:

@@ -2,14 +2,13 @@
 shows them. The files are written by xlwt, another implementation of the format."""
 
 import datetime as dt
-import random
 
 import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.table_text import RECORD_SEPARATOR
-from tests.pipeline.conftest import BILLING_RECORDS, assert_needs_extra
+from tests.pipeline.conftest import BILLING_RECORDS, assert_needs_extra, damaged_copies_read
 
 xlwt = pytest.importorskip("xlwt")
 
@@ -61,17 +60,7 @@ def test_files_that_are_not_workbooks_are_errors_naming_them(tmp_path):
     with pytest.raises(DataError, match=r"report\.xls: not a readable \.xls workbook"):
         read_document(path)
     workbook(tmp_path / "good.xls")
-    whole = (tmp_path / "good.xls").read_bytes()
-    rng = random.Random(3)
-    for copy in range(80):  # damaged copies: records or an error naming the file, nothing else
-        damaged = bytearray(whole)
-        for _ in range(rng.randint(1, 30)):
-            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
-        (tmp_path / f"damaged-{copy}.xls").write_bytes(bytes(damaged))
-        try:
-            read_document(tmp_path / f"damaged-{copy}.xls")
-        except DataError as exc:
-            assert f"damaged-{copy}.xls" in str(exc)
+    damaged_copies_read((tmp_path / "good.xls").read_bytes(), ".xls", tmp_path, copies=80, seed=3)
 
 
 def test_without_the_xlsx_extra_the_error_names_it(tmp_path, monkeypatch):
