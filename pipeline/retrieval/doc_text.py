@@ -117,8 +117,8 @@ class _Fib:
             raise DataError(f"{path}: its Word header is too short for a Word 97 or later document")
 
     def pair(self, index: int) -> tuple[int, int]:
-        """(offset, length) of a structure in the table stream."""
-        return self.pairs[2 * index], self.pairs[2 * index + 1]
+        """(offset, length) of a structure in the table stream; (0, 0) when the header is too short to say."""
+        return (self.pairs[2 * index], self.pairs[2 * index + 1]) if 2 * index + 1 < len(self.pairs) else (0, 0)
 
 
 def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
@@ -126,7 +126,10 @@ def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
     at, length = fib.pair(CLX)
     end = at + length
     while at < end and table[at] == 0x01:  # Prc: formatting of pieces, not needed for the text
-        at += 3 + struct.unpack_from("<h", table, at + 1)[0]
+        size = struct.unpack_from("<h", table, at + 1)[0]
+        if size < 0:
+            raise DataError("a piece formatting of negative size (a damaged file)")
+        at += 3 + size
     if at >= end or table[at] != 0x02:
         raise DataError("no piece table where the Word header says it is (a damaged file)")
     size = struct.unpack_from("<I", table, at + 1)[0]

@@ -38,10 +38,10 @@ def test_a_word_97_document_reads_as_its_docx_twin(tmp_path):
         strip for chunk in chunk_text(text) for strip in strips_with_sections(chunk)]
 
 
-def word_document(pieces: list[tuple[str, bool]]) -> bytes:
+def word_document(pieces: list[tuple[str, bool]], *, prc: bytes = b"") -> bytes:
     """A minimal Word 97 file (FIB, piece table, no formatting) whose main text is ``pieces`` in order, each 8-bit
     (True: Windows-1252, as Word writes text that fits it) or UTF-16; the pieces are stored in reverse order, so that
-    only the piece table puts them right."""
+    only the piece table puts them right. ``prc``: piece formatting before the piece table."""
     body, placed = bytearray(b"\x00" * 1536), []
     for text, eight_bit in reversed(pieces):
         placed.append((len(body), eight_bit))
@@ -52,7 +52,7 @@ def word_document(pieces: list[tuple[str, bool]]) -> bytes:
         cps.append(cps[-1] + len(text))
     pcds = b"".join(struct.pack("<HIH", 0, (2 * at) | 0x40000000 if eight_bit else at, 0) for at, eight_bit in placed)
     plcpcd = struct.pack(f"<{len(cps)}I", *cps) + pcds
-    clx = b"\x02" + struct.pack("<I", len(plcpcd)) + plcpcd
+    clx = prc + b"\x02" + struct.pack("<I", len(plcpcd)) + plcpcd
     fc_lcb = [0] * (2 * 93)
     fc_lcb[2 * 33: 2 * 33 + 2] = [0, len(clx)]  # fcClx, lcbClx: the piece table at the table stream's start
     longs = [0] * 22
@@ -77,6 +77,15 @@ def test_pieces_of_8_bit_and_unicode_text_read_in_order_with_fields_by_their_res
     assert read_document(path) == ("memo", "Caf\xe9 refunds \u2013 see the policy.\n\n"
                                            "\u0412\u043e\u0437\u0432\u0440\u0430\u0442: 30 \u0434\u043d\u0435\u0439\n"
                                            "new line\n\nPage 3 of 9")
+
+
+def test_a_crafted_piece_table_is_an_error_not_a_loop(tmp_path):
+    path = tmp_path / "crafted.doc"
+    path.write_bytes(word_document([("text\r", True)], prc=b"\x01" + struct.pack("<h", -3)))  # would step back
+    with pytest.raises(DataError, match=r"crafted\.doc: a piece formatting of negative size"):
+        read_document(path)
+    path.write_bytes(word_document([("Caf\xe9\r", True)], prc=b"\x01" + struct.pack("<h", 2) + b"\x00\x00"))
+    assert read_document(path)[1] == "Caf\xe9"  # a real one is stepped over
 
 
 def test_files_that_are_not_word_97_documents_are_errors_naming_them(tmp_path):
