@@ -11,6 +11,7 @@ charts and pictures are left out. An encrypted workbook, or a file that is not o
 from __future__ import annotations
 
 import datetime as dt
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ def xls_to_text(path: Path) -> tuple[str, str]:
     """("", records) of the visible sheets of the workbook in ``path`` (xlrd does not read its Title property)."""
     xlrd = require("xlrd", "xlsx")
     try:
-        book = xlrd.open_workbook(str(path), on_demand=True)
+        book = xlrd.open_workbook(str(path), on_demand=True, logfile=io.StringIO())  # xlrd writes its warnings
+        # about damaged files to the log file it is given, sys.stdout by default
     except Exception as exc:  # xlrd raises XLRDError, CompoundDocError, struct and index errors for damaged files
         raise DataError(f"{path}: not a readable .xls workbook ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first") from exc

@@ -2,6 +2,9 @@
 shows them. The files are written by xlwt, another implementation of the format."""
 
 import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +63,18 @@ def test_files_that_are_not_workbooks_are_errors_naming_them(tmp_path):
     with pytest.raises(DataError, match=r"report\.xls: not a readable \.xls workbook"):
         read_document(path)
     workbook(tmp_path / "good.xls")
-    damaged_copies_read((tmp_path / "good.xls").read_bytes(), ".xls", tmp_path, copies=80, seed=3)
+    whole = (tmp_path / "good.xls").read_bytes()
+    (tmp_path / "cut.xls").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=r"cut\.xls: not a readable \.xls workbook"):
+        read_document(tmp_path / "cut.xls")
+    damaged_copies_read(whole, ".xls", tmp_path, copies=80, seed=3)
+    # xlrd's warnings about the damage ("File is truncated") are not printed on the reading program's stdout (a
+    # fresh process: xlrd took the stdout of the moment it was imported as its default)
+    read = ("from models.errors import DataError\nfrom pipeline.retrieval.documents import read_document\n"
+            f"try:\n    read_document({str(tmp_path / 'cut.xls')!r})\nexcept DataError:\n    pass\n")
+    done = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).parents[3])
+    assert done.stdout == ""
 
 
 def test_without_the_xlsx_extra_the_error_names_it(tmp_path, monkeypatch):
