@@ -5,7 +5,8 @@ string or binary property (``__substg1.0_<id><type>``), the fixed-size ones (dat
 a storage per recipient and per attachment, and a forwarded message attached whole as a storage of its own. It is
 read into the same shape as an ``.eml`` file (:mod:`pipeline.retrieval.email_text`): the subject titles the
 document, a heading says who wrote to whom and when (``## From Alice <a@example.com>, to Bob <b@example.com>, on
-Mon, 04 Mar 2024 10:00:00 +0000``), and the body follows without quoted lines or signature. The body is the
+Mon, 04 Mar 2024 10:00:00 +0000``; a meeting request or appointment adds when it starts and ends), and the body
+follows without quoted lines or signature. The body is the
 HTML one read as a page (Outlook's own plain-text copy of an HTML message follows every link with its address),
 else the plain-text one, else the compressed RTF one (``compressed-rtf``) read as Rich Text. Attachments are
 named, those of a type crag reads are read after the body under ``### Attachment: name``, and an attached message
@@ -51,6 +52,7 @@ SENDER_NAME, SENDER_ADDRESS, SENDER_SMTP = 0x0C1A, 0x0C1F, 0x5D01
 SENT_FOR_NAME, SENT_FOR_ADDRESS, SENT_FOR_SMTP = 0x0042, 0x0065, 0x5D02
 DISPLAY_TO, DISPLAY_CC = 0x0E04, 0x0E03
 SUBMIT_TIME, DELIVERY_TIME = 0x0039, 0x0E06
+START_TIME, END_TIME = 0x0060, 0x0061  # an appointment's or meeting request's (PidTagStartDate, PidTagEndDate)
 MESSAGE_CODEPAGE, INTERNET_CODEPAGE = 0x3FFD, 0x3FDE
 DISPLAY_NAME, EMAIL_ADDRESS, SMTP_ADDRESS, RECIPIENT_TYPE = 0x3001, 0x3003, 0x39FE, 0x0C15
 LONG_FILENAME, FILENAME, ATTACH_METHOD, ATTACH_DATA = 0x3707, 0x3704, 0x3705, 0x3701
@@ -92,8 +94,9 @@ class _Message:
 
     def text(self) -> tuple[str, str]:
         subject = one_line(self.string(SUBJECT))
-        parts = [(word, value) for word, value in (("From", self.sender()), *self.recipients(), ("on", self.date()))
-                 if value]
+        times = (("on", self.time(SUBMIT_TIME) or self.time(DELIVERY_TIME)), ("starts", self.time(START_TIME)),
+                 ("ends", self.time(END_TIME)))
+        parts = [(word, value) for word, value in (("From", self.sender()), *self.recipients(), *times) if value]
         blocks = [f"## {', '.join(f'{word} {value}' for word, value in parts)}"] if parts else []
         if body := self.body():
             blocks.append(body)
@@ -144,8 +147,9 @@ class _Message:
         cc = ", ".join(found[CC]) or one_line(self.string(DISPLAY_CC))
         return [("to", to), ("cc", cc)]
 
-    def date(self) -> str:
-        value = self.fixed.get((SUBMIT_TIME, SYSTIME)) or self.fixed.get((DELIVERY_TIME, SYSTIME))
+    def time(self, prop: int) -> str:
+        """A time property of the message as an e-mail Date header writes it; '' when absent or out of range."""
+        value = self.fixed.get((prop, SYSTIME))
         if not value:
             return ""
         try:

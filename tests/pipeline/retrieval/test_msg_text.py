@@ -2,7 +2,7 @@
 words, its attachments. The files are written by another implementation of the format (aspose-email-foss's MSG
 writer), so that the reader is checked against Outlook's layout, not against itself."""
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import compressed_rtf
 import pytest
@@ -82,6 +82,19 @@ def test_an_ansi_message_reads_in_its_code_page_and_an_rtf_only_body_is_read(tmp
     path = tmp_path / "ansi.msg"
     message.save(path)
     assert read_document(path) == ("Возврат товара", "## From Иван Петров\n\nThe refund window is 30 days.")
+
+
+def test_a_meeting_request_says_when_the_meeting_starts_and_ends(tmp_path):
+    when = datetime(2024, 3, 5, 14, 0, tzinfo=timezone.utc)
+    message = outlook_message("Refund policy review", "Agenda: the new refund window.",
+                              p001A=(Type.PTYP_STRING, "IPM.Schedule.Meeting.Request"),
+                              p0C1A=(Type.PTYP_STRING, "Alice Smith"), p0039=(Type.PTYP_TIME, when - timedelta(days=1)),
+                              p0060=(Type.PTYP_TIME, when), p0061=(Type.PTYP_TIME, when + timedelta(hours=1)))
+    path = tmp_path / "review.msg"
+    message.save(path)
+    assert read_document(path)[1] == ("## From Alice Smith, on Mon, 04 Mar 2024 14:00:00 +0000, starts Tue, 05 Mar "
+                                      "2024 14:00:00 +0000, ends Tue, 05 Mar 2024 15:00:00 +0000\n\n"
+                                      "Agenda: the new refund window.")
 
 
 def test_forwards_inside_forwards_are_read_ten_deep_then_named(tmp_path):
