@@ -26,6 +26,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError, MissingDependencyError
+from pipeline.retrieval.code_pages import windows_codec
 from pipeline.retrieval.docx_numbering import next_label
 from pipeline.retrieval.table_text import row_line
 
@@ -396,11 +397,7 @@ def _title(ole: Any) -> str:
     if kind == VT_LPWSTR:
         title = data[at + 8: at + 8 + 2 * size].decode("utf-16-le", errors="replace")
     elif kind == VT_LPSTR:
-        raw = data[at + 8: at + 8 + size]
-        try:
-            title = raw.decode("utf-16-le" if code_page == 1200 else f"cp{code_page}", errors="replace")
-        except LookupError:
-            title = raw.decode("cp1252", errors="replace")
+        title = data[at + 8: at + 8 + size].decode(windows_codec(code_page), errors="replace")
     else:
         return ""
     return " ".join(title.replace("\x00", " ").split())

@@ -19,7 +19,6 @@ damaged one.
 
 from __future__ import annotations
 
-import codecs
 import logging
 import re
 import struct
@@ -30,6 +29,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError, MissingDependencyError
+from pipeline.retrieval.code_pages import windows_codec
 from pipeline.retrieval.email_text import MAX_FORWARDS, attachment_block, one_line, without_quotes
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.rtf_text import rtf_text
@@ -58,9 +58,6 @@ DISPLAY_NAME, EMAIL_ADDRESS, SMTP_ADDRESS, RECIPIENT_TYPE = 0x3001, 0x3003, 0x39
 LONG_FILENAME, FILENAME, ATTACH_METHOD, ATTACH_DATA = 0x3707, 0x3704, 0x3705, 0x3701
 TO, CC = 1, 2  # recipient types (blind copies are left out, as an .eml's Bcc header is)
 
-CODE_PAGES = {65001: "utf-8", 20127: "ascii", 1200: "utf-16-le", 50220: "iso2022_jp", 50221: "iso2022_jp",
-              50222: "iso2022_jp", 51932: "euc_jp", 51949: "euc_kr", 52936: "hz", 54936: "gb18030",
-              **{28590 + n: f"iso8859_{n}" for n in range(1, 16)}}  # Windows code page numbers Python names otherwise
 FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 
 
@@ -89,8 +86,8 @@ class _Message:
         self.ole, self.storage, self.forwards = ole, storage, forwards
         self.fixed = _fixed_properties(ole, (*storage, PROPERTIES), HEADER_BYTES[kind])
         internet = self.fixed.get((INTERNET_CODEPAGE, LONG))
-        self.codepage = _codec(self.fixed.get((MESSAGE_CODEPAGE, LONG)) or internet)  # of its 8-bit strings
-        self.html_codepage = _codec(internet or self.fixed.get((MESSAGE_CODEPAGE, LONG)))  # of its HTML body
+        self.codepage = windows_codec(self.fixed.get((MESSAGE_CODEPAGE, LONG)) or internet)  # of its 8-bit strings
+        self.html_codepage = windows_codec(internet or self.fixed.get((MESSAGE_CODEPAGE, LONG)))  # of its HTML body
 
     def text(self) -> tuple[str, str]:
         subject = one_line(self.string(SUBJECT))
@@ -224,15 +221,6 @@ def _fixed_properties(ole: Any, path: tuple[str, ...], header: int) -> dict[tupl
             value &= 0xFFFF
         found[(tag >> 16, kind)] = value
     return found
-
-
-def _codec(code_page: int | None) -> str:
-    """The Python codec of a Windows code page number; cp1252 (Outlook's default) when unknown or absent."""
-    name = CODE_PAGES.get(code_page or 0, f"cp{code_page}")
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return "cp1252"
 
 
 def _person(name: str, address: str) -> str:

@@ -19,13 +19,13 @@ so that its paragraphs, headings, lists and tables are the page's, not the rende
 
 from __future__ import annotations
 
-import codecs
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.errors import DataError
 from models.unicode_text import whole_characters
+from pipeline.retrieval.code_pages import windows_codec
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.table_text import row_line
 
@@ -118,7 +118,7 @@ def rtf_text(data: bytes) -> tuple[str, str]:
                 flush()
                 group = replace(group, into="info" if name == "info" and group.into else "")
             elif name == "ansicpg" and value:
-                codepage = _codepage(value, codepage)
+                codepage = windows_codec(value, codepage)
             elif name == "uc" and value is not None:
                 group = replace(group, fallback=max(value, 0))
             elif name == "u" and value is not None:
@@ -213,7 +213,7 @@ def _encapsulated_html(data: bytes) -> str:
                 write(b"")
                 into = ""
             elif name == "ansicpg" and value:
-                codepage = _codepage(value, codepage)
+                codepage = windows_codec(value, codepage)
             elif name == "uc" and value is not None:
                 fallback = max(value, 0)
             elif name == "u" and value is not None:
@@ -242,15 +242,6 @@ def rtf_to_text(path: Path) -> tuple[str, str]:
         return rtf_text(path.read_bytes())
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from exc
-
-
-def _codepage(number: int, current: str) -> str:
-    """Python's codec for Windows code page ``number`` (cp1252, cp1251, cp932...), or ``current`` if it has none."""
-    name = "mac_roman" if number == 10000 else f"cp{number}"
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return current
 
 
 def _paragraphs(text: str) -> str:
