@@ -10,8 +10,8 @@ as a header row, each cell led by its column's name), a field by its shown resul
 number by its number), not its code. Pictures, drawn objects, footnote and comment marks, headers, footers,
 footnotes and comments are left out. List paragraphs carry the label Word shows (``3.``, ``2.1.``, ``b)``, a bullet),
 counted per list (a list instance's restart overrides are not read). The Title property names the document, else its
-first heading. An encrypted document, a file that is not an OLE compound
-file or holds no Word document, and a damaged one are errors naming the file.
+first heading. An encrypted document, a file that is not an OLE compound file or holds no Word document, and a
+damaged one are errors naming the file.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from models.deps import require
 from models.errors import DataError, MissingDependencyError
@@ -39,10 +39,10 @@ STSHF, PLCF_BTE_PAPX, CLX, PLF_LST, PLF_LFO = 1, 13, 33, 73, 74  # FibRgFcLcb97 
 # property pages, piece table, list definitions and list instances (all in the table stream)
 PAGE = 512  # a formatted disk page
 IN_TABLE, TABLE_ROW_END, TABLE_HEADER = 0x2416, 0x2417, 0x3404  # sprmPFInTable, sprmPFTtp, sprmTTableHeader
+TABLE_DEFINITION = 0xD608  # sprmTDefTable: its operand's length takes two bytes
 LIST_INSTANCE, LIST_LEVEL = 0x460B, 0x260A  # sprmPIlfo (1-based; 0: no list), sprmPIlvl
 NUMBER_FORMATS = {0: "decimal", 1: "upperRoman", 2: "lowerRoman", 3: "upperLetter", 4: "lowerLetter",
                   22: "decimalZero", 23: "bullet", 255: "none"}  # MS-DOC nfc -> the docx names next_label reads
-NO_PROPERTIES = (0, False, False, False, 0, 0)
 STI_HEADINGS, STI_TITLE = range(1, 10), 62  # built-in style identifiers: Heading 1..9, Title
 FIELD_BEGIN, FIELD_SEPARATOR, FIELD_END = "\x13", "\x14", "\x15"
 DROPPED = dict.fromkeys(range(32), None) | {0x0B: "\n", 0x09: " ", 0x1E: "-", 0xA0: " "}  # control characters
@@ -51,16 +51,26 @@ SUMMARY, CODE_PAGE, TITLE = "\x05SummaryInformation", 1, 2  # the property set a
 VT_I2, VT_LPSTR, VT_LPWSTR = 2, 30, 31  # property types
 
 
+class _Marks(NamedTuple):
+    """What a paragraph mark's properties say of its paragraph (the defaults: a plain paragraph)."""
+
+    style: int = 0  # index into the style sheet
+    in_table: bool = False
+    row_end: bool = False
+    header_row: bool = False  # (on a row's end mark) the row repeats atop each page: the table's header row
+    list_instance: int = 0  # 1-based index of the list it is an item of (0: none)
+    list_level: int = 0
+
+
 @dataclass(frozen=True)
 class _Paragraph:
     text: str
-    style: int  # index into the style sheet
-    in_table: bool
     ends_cell: bool  # its mark is a cell's end (a table row's end mark is one too)
-    row_end: bool
-    header_row: bool  # (on a row's end mark) the row repeats atop each page: the table's header row
-    list_instance: int  # 1-based index of the list it is an item of (0: none)
-    list_level: int
+    marks: _Marks
+
+    @property
+    def in_table(self) -> bool:
+        return self.marks.in_table or self.ends_cell
 
 
 def doc_to_text(path: Path) -> tuple[str, str]:
@@ -167,19 +177,18 @@ def _paragraphs(word: bytes, table: bytes, fib: _Fib) -> list[_Paragraph]:
         for position, character in enumerate(text):
             if character in "\r\x07\x0c":  # paragraph, cell or row, page or section end
                 current.append(text[start:position])
-                style, in_table, row_end, header, instance, level = properties.of(offset + position * width)
-                paragraphs.append(_Paragraph(_visible("".join(current)), style, in_table or character == "\x07",
-                                             character == "\x07", row_end, header, instance, level))
+                paragraphs.append(_Paragraph(_visible("".join(current)), character == "\x07",
+                                             properties.of(offset + position * width)))
                 current, start = [], position + 1
         current.append(text[start:])
     if "".join(current).strip():
-        paragraphs.append(_Paragraph(_visible("".join(current)), 0, False, False, False, False, 0, 0))
+        paragraphs.append(_Paragraph(_visible("".join(current)), False, _Marks()))
     return paragraphs
 
 
 class _ParagraphProperties:
-    """Paragraph properties by the file offset of a paragraph mark: its style, whether it is in a table, whether it
-    ends a table row, whether that row is a header row."""
+    """Paragraph properties (:class:`_Marks`) by the file offset of a paragraph mark, from the formatted disk pages
+    (each read once)."""
 
     def __init__(self, word: bytes, table: bytes, at: int, length: int) -> None:
         count = (length - 4) // 8
@@ -187,21 +196,21 @@ class _ParagraphProperties:
         self.bounds = struct.unpack_from(f"<{count + 1}I", table, at) if count > 0 else (0,)
         self.pages = [struct.unpack_from("<I", table, at + 4 * (count + 1) + 4 * i)[0] & 0x3FFFFF
                       for i in range(max(count, 0))]
-        self.read: dict[int, tuple[tuple[int, ...], list[tuple[int, bool, bool, bool, int, int]]]] = {}
+        self.read: dict[int, tuple[tuple[int, ...], list[_Marks]]] = {}
 
-    def of(self, fc: int) -> tuple[int, bool, bool, bool, int, int]:
-        """(style, in table, row end, header row, list instance, list level) of the paragraph mark at ``fc``."""
+    def of(self, fc: int) -> _Marks:
+        """The properties of the paragraph mark at ``fc``."""
         index = bisect.bisect_right(self.bounds, fc) - 1
         if not 0 <= index < len(self.pages):
-            return NO_PROPERTIES
+            return _Marks()
         page = self.pages[index]
         if page not in self.read:
             self.read[page] = self._page(page)
         marks, papx = self.read[page]
         run = bisect.bisect_right(marks, fc) - 1
-        return papx[run] if 0 <= run < len(papx) else NO_PROPERTIES
+        return papx[run] if 0 <= run < len(papx) else _Marks()
 
-    def _page(self, number: int) -> tuple[tuple[int, ...], list[tuple[int, bool, bool, bool, int, int]]]:
+    def _page(self, number: int) -> tuple[tuple[int, ...], list[_Marks]]:
         """One formatted disk page of paragraph properties: its runs' first offsets and each run's properties."""
         page = self.word[number * PAGE: (number + 1) * PAGE]
         if len(page) < PAGE:
@@ -211,26 +220,25 @@ class _ParagraphProperties:
         found = []
         for run in range(runs):
             offset = 2 * page[4 * (runs + 1) + 13 * run]
-            found.append(_papx(page, offset) if offset else NO_PROPERTIES)
+            found.append(_papx(page, offset) if offset else _Marks())
         return marks[:runs], found
 
 
-def _papx(page: bytes, offset: int) -> tuple[int, bool, bool, bool, int, int]:
-    """(style, in table, row end, header row, list instance, list level) from a PapxInFkp: its style index and the
-    sprms that say so."""
+def _papx(page: bytes, offset: int) -> _Marks:
+    """The properties a PapxInFkp gives: its style index and the sprms that say the rest."""
     size = page[offset]
     start, length = (offset + 1, 2 * size - 1) if size else (offset + 2, 2 * page[offset + 1])
     grpprl = page[start: start + length]
     if len(grpprl) < 2:
-        return NO_PROPERTIES
+        return _Marks()
     style = struct.unpack_from("<H", grpprl, 0)[0]
     sprms = _sprms(grpprl[2:])
 
     def number(sprm: int) -> int:
         return int.from_bytes(sprms.get(sprm, b"")[:2], "little")
 
-    return (style, bool(number(IN_TABLE)), bool(number(TABLE_ROW_END)), bool(number(TABLE_HEADER)),
-            number(LIST_INSTANCE), number(LIST_LEVEL))
+    return _Marks(style, bool(number(IN_TABLE)), bool(number(TABLE_ROW_END)), bool(number(TABLE_HEADER)),
+                  number(LIST_INSTANCE), number(LIST_LEVEL))
 
 
 def _sprms(data: bytes) -> dict[int, bytes]:
@@ -241,11 +249,13 @@ def _sprms(data: bytes) -> dict[int, bytes]:
         sprm = struct.unpack_from("<H", data, at)[0]
         at += 2
         size = {0: 1, 1: 1, 2: 2, 3: 4, 4: 2, 5: 2, 7: 3}.get(sprm >> 13)
-        if size is None:  # variable: a length byte first (sprmTDefTable and sprmPChgTabs are longer)
+        if size is None:  # variable: a length byte first, then that many bytes
             if at >= len(data):
                 break
-            size = struct.unpack_from("<H", data, at)[0] - 1 + 2 if sprm == 0xD608 and at + 1 < len(data) \
-                else data[at] + 1
+            if sprm == TABLE_DEFINITION and at + 1 < len(data):  # two length bytes, counting one of themselves
+                size = struct.unpack_from("<H", data, at)[0] + 1
+            else:
+                size = data[at] + 1
         if at < len(data):
             found[sprm] = data[at: at + size]
         at += size
@@ -301,9 +311,10 @@ def _blocks(paragraphs: list[_Paragraph], headings: dict[int, int], lists: _List
     header: list[str] | None = None
     rows = 0  # rows of the current table read
     for paragraph in paragraphs:
-        if paragraph.row_end:  # the row's end mark: its cells are complete
+        marks = paragraph.marks
+        if marks.row_end:  # the row's end mark: its cells are complete
             line = row_line(cells, header)
-            if rows == 0 and paragraph.header_row:
+            if rows == 0 and marks.header_row:
                 header = cells
             if line:
                 blocks.append(line)
@@ -319,8 +330,8 @@ def _blocks(paragraphs: list[_Paragraph], headings: dict[int, int], lists: _List
                 cells, cell = [], []
             header, rows = None, 0
             text = paragraph.text.strip()
-            level = headings.get(paragraph.style)
-            label = lists.label(paragraph.list_instance, paragraph.list_level) if text and not level else ""
+            level = headings.get(marks.style)
+            label = lists.label(marks.list_instance, marks.list_level) if text and not level else ""
             if text:
                 blocks.append(f"{'#' * level} {' '.join(text.split())}" if level else label + text)
     if cells or cell:
