@@ -20,8 +20,9 @@ so that its paragraphs, headings, lists and tables are the page's, not the rende
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from models.errors import DataError
 from models.unicode_text import whole_characters
@@ -52,14 +53,50 @@ FROM_HTML = re.compile(rb"\\fromhtml1\b")  # in the header: the document carries
 HEADER_BYTES = 1024  # where \fromhtml1 is looked for: it precedes the font table
 
 
-@dataclass(frozen=True)
-class _Group:
-    """What the text of the open group is (``into``): read ("text"), the title ("title"), document properties
-    other than the title ("info") or left out (""); and how many characters follow a ``\\u`` character as its
-    fallback."""
-
-    into: str = "text"
-    fallback: int = 1
+def _tokens(data: bytes) -> Iterator[tuple[str, Any]]:
+    """RTF's tokens for the readers below, in one linear pass: ("{", None), ("}", None), ("word", (name, number or
+    None)), ("char", a ``\\uN`` character), ("byte", a ``\\'hh`` byte), ("symbol", an escaped character), ("run",
+    literal bytes). What every reader of RTF handles alike is done here: a ``\\uN`` character's fallback (as many
+    characters or escapes as its group's ``\\ucN`` says, 1 by default) is skipped, ``\\binN`` data is stepped over,
+    and groups nested past ``MAX_DEPTH`` are an error."""
+    fallbacks = [1]  # \uc of each open group (the document's first)
+    skip = 0  # fallback characters still to skip after a \u character
+    at = 0
+    while (token := TOKEN.match(data, at)) is not None:
+        at = token.end()
+        word, number, hexbyte, symbol, brace, run = token.groups()
+        if skip and (hexbyte or run or symbol):  # the fallback of a \u character: one character or escape each
+            if run and len(run) > skip:
+                run, skip = run[skip:], 0
+            else:
+                skip -= 1 if not run else len(run)
+                continue
+        if brace == b"{":
+            if len(fallbacks) > MAX_DEPTH:
+                raise DataError(f"groups nested more than {MAX_DEPTH} deep (a crafted or damaged file)")
+            fallbacks.append(fallbacks[-1])
+            yield "{", None
+        elif brace == b"}":
+            if len(fallbacks) > 1:
+                fallbacks.pop()
+            yield "}", None
+        elif word is not None:
+            name, value = word.decode("ascii"), int(number) if number else None
+            if name == "bin":  # binary data of that many bytes follows: not text, and not RTF to read
+                at += max(value or 0, 0)
+            elif name == "uc" and value is not None:
+                fallbacks[-1] = max(value, 0)
+            elif name == "u" and value is not None:
+                skip = fallbacks[-1]
+                yield "char", chr(value % 65536 if value < 0 else min(value, 0x10FFFF))
+            else:
+                yield "word", (name, value)
+        elif hexbyte is not None:
+            yield "byte", int(hexbyte, 16)
+        elif symbol is not None:
+            yield "symbol", symbol.decode("latin-1")
+        elif run is not None:
+            yield "run", run
 
 
 def rtf_text(data: bytes) -> tuple[str, str]:
@@ -73,63 +110,44 @@ def rtf_text(data: bytes) -> tuple[str, str]:
     out: dict[str, list[str]] = {"text": [], "title": []}
     pending = bytearray()  # escaped bytes of the code page, decoded together (a character may take two)
     codepage = "cp1252"
-    stack: list[_Group] = []
-    group = _Group()
-    skip = 0  # fallback characters still to skip after a \u character
+    stack: list[str] = []
+    into = "text"  # what the open group's text is: read ("text"), the title ("title"), document properties other
+    # than the title ("info") or left out ("")
     in_row = False  # inside a table row: its cells' paragraphs are the cells' text
 
     def flush() -> None:
         if pending:
-            if group.into in out:
-                out[group.into].append(pending.decode(codepage, errors="replace"))
+            if into in out:
+                out[into].append(pending.decode(codepage, errors="replace"))
             pending.clear()
 
     def write(text: str) -> None:
         flush()
-        if group.into in out:
-            out[group.into].append(text)
+        if into in out:
+            out[into].append(text)
 
-    at = 0
-    while (token := TOKEN.match(data, at)) is not None:
-        at = token.end()
-        word, number, hexbyte, symbol, brace, run = token.groups()
-        if skip and (hexbyte or run or symbol):  # the fallback of a \u character: one character or escape each
-            if run and len(run) > skip:
-                run, skip = run[skip:], 0
-            else:
-                skip -= 1 if not run else len(run)
-                continue
-        if brace == b"{":
-            if len(stack) >= MAX_DEPTH:
-                raise DataError(f"groups nested more than {MAX_DEPTH} deep (a crafted or damaged file)")
+    for kind, value in _tokens(data):
+        if kind == "{":
             flush()
-            stack.append(group)
-        elif brace == b"}":
+            stack.append(into)
+        elif kind == "}":
             flush()
-            group = stack.pop() if stack else group
-        elif word is not None:
-            name = word.decode("ascii")
-            value = int(number) if number else None
-            if name == "bin":  # binary data of that many bytes follows: not text, and not RTF to parse
-                at += max(value or 0, 0)
-            elif name == "title" and group.into == "info":
-                group = replace(group, into="title")
+            into = stack.pop() if stack else into
+        elif kind == "word":
+            name, number = value
+            if name == "title" and into == "info":
+                into = "title"
             elif name in NOT_TEXT:
                 flush()
-                group = replace(group, into="info" if name == "info" and group.into else "")
-            elif name == "ansicpg" and value:
-                codepage = windows_codec(value, codepage)
-            elif name == "uc" and value is not None:
-                group = replace(group, fallback=max(value, 0))
-            elif name == "u" and value is not None:
-                write(chr(value % 65536 if value < 0 else min(value, 0x10FFFF)))
-                skip = group.fallback
+                into = "info" if name == "info" and into else ""
+            elif name == "ansicpg" and number:
+                codepage = windows_codec(number, codepage)
             elif name in ("par", "sect", "page"):
                 write(" " if in_row else PARAGRAPH)  # a paragraph inside a table cell stays in the cell
             elif name == "line":
                 write("\n")
-            elif name == "outlinelevel" and value is not None and 0 <= value < 6 and not in_row:
-                write(HEADING * (value + 1))  # a heading's level (Word's heading styles, pandoc): read as Markdown's
+            elif name == "outlinelevel" and number is not None and 0 <= number < 6 and not in_row:
+                write(HEADING * (number + 1))  # a heading's level (Word's heading styles, pandoc): read as Markdown's
             elif name in ("trowd", "intbl"):
                 in_row = True
             elif name == "trhdr":  # the row repeats atop each page: the table's header row
@@ -141,18 +159,20 @@ def rtf_text(data: bytes) -> tuple[str, str]:
                 write(PARAGRAPH)
             elif name in SPECIAL:
                 write(SPECIAL[name])
-        elif hexbyte is not None:
-            pending.append(int(hexbyte, 16))
-        elif symbol is not None:
-            if symbol == b"*":  # an ignorable destination: its group is not text
+        elif kind == "char":
+            write(value)
+        elif kind == "byte":
+            pending.append(value)
+        elif kind == "symbol":
+            if value == "*":  # an ignorable destination: its group is not text
                 flush()
-                group = replace(group, into="")
-            elif symbol in (b"\n", b"\r"):  # an escaped line end is a paragraph mark
+                into = ""
+            elif value in ("\n", "\r"):  # an escaped line end is a paragraph mark
                 write(PARAGRAPH)
             else:
-                write(SYMBOLS.get(symbol.decode("latin-1"), ""))
-        elif run is not None:
-            pending.extend(run)  # 8-bit characters written raw are in the code page too
+                write(SYMBOLS.get(value, ""))
+        else:
+            pending.extend(value)  # 8-bit characters written raw are in the code page too
     flush()
     title = " ".join("".join(out["title"]).split())
     return whole_characters(title), _paragraphs(whole_characters("".join(out["text"])))
@@ -165,10 +185,9 @@ def _encapsulated_html(data: bytes) -> str:
     out: list[str] = []
     pending = bytearray()
     codepage = "cp1252"
-    stack: list[tuple[str, bool, int]] = []
-    into, rtf_only, fallback = "html", False, 1  # into: "html" (read) or "" (a destination left out)
-    ignorable = False  # after \*: the group is a destination, read only if it is an htmltag
-    skip = 0  # fallback characters still to skip after a \u character
+    stack: list[tuple[str, bool]] = []
+    into, rtf_only = "html", False  # into: "html" (read) or "" (a destination left out)
+    ignorable = False  # after \\*: the group is a destination, read only if it is an htmltag
 
     def write(text: str | bytes) -> None:
         if into and not rtf_only:
@@ -180,58 +199,42 @@ def _encapsulated_html(data: bytes) -> str:
             else:
                 out.append(text)
 
-    at = 0
-    while (token := TOKEN.match(data, at)) is not None:
-        at = token.end()
-        word, number, hexbyte, symbol, brace, run = token.groups()
-        if skip and (hexbyte or run or symbol):  # the fallback of a \u character, skipped as in rtf_text
-            if run and len(run) > skip:
-                run, skip = run[skip:], 0
-            else:
-                skip -= 1 if not run else len(run)
-                continue
-        if brace is not None:
+    for kind, value in _tokens(data):
+        if kind in ("{", "}"):
             write(b"")
-            if brace == b"{":
-                if len(stack) >= MAX_DEPTH:
-                    raise DataError(f"groups nested more than {MAX_DEPTH} deep (a crafted or damaged file)")
-                stack.append((into, rtf_only, fallback))
+            if kind == "{":
+                stack.append((into, rtf_only))
             elif stack:
-                into, rtf_only, fallback = stack.pop()
+                into, rtf_only = stack.pop()
             ignorable = False
-            continue
-        if word is not None:
-            name, value = word.decode("ascii"), int(number) if number else None
+        elif kind == "word":
+            name, number = value
             if ignorable:
                 into, rtf_only = ("html", False) if name == "htmltag" else ("", rtf_only)
-            elif name == "bin":
-                at += max(value or 0, 0)
             elif name == "htmlrtf":
                 write(b"")
-                rtf_only = value != 0
+                rtf_only = number != 0
             elif name in NOT_TEXT:
                 write(b"")
                 into = ""
-            elif name == "ansicpg" and value:
-                codepage = windows_codec(value, codepage)
-            elif name == "uc" and value is not None:
-                fallback = max(value, 0)
-            elif name == "u" and value is not None:
-                write(chr(value % 65536 if value < 0 else min(value, 0x10FFFF)))
-                skip = fallback
+            elif name == "ansicpg" and number:
+                codepage = windows_codec(number, codepage)
             elif name in ("par", "line"):
                 write("\n")
             elif name in SPECIAL:
                 write(SPECIAL[name])
             ignorable = False
-        elif symbol == b"*":
-            ignorable = True
-        elif symbol is not None:
-            write(SYMBOLS.get(symbol.decode("latin-1"), ""))
-        elif hexbyte is not None:
-            write(bytes([int(hexbyte, 16)]))
-        elif run is not None:
-            write(run)
+        elif kind == "symbol":
+            if value == "*":
+                ignorable = True
+            else:
+                write(SYMBOLS.get(value, ""))
+        elif kind == "char":
+            write(value)
+        elif kind == "byte":
+            write(bytes([value]))
+        else:
+            write(value)
     write(b"")
     return "".join(out)
 
