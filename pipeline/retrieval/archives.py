@@ -28,7 +28,8 @@ from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.documents import SUPPORTED, read_document
 from pipeline.retrieval.zipped_xml import check_part_size, opened_zip, part_bytes
 
-__all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "archive_type", "passed_over"]
+__all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "archive_type", "passed_over",
+           "private_copy"]
 
 TARS = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 ARCHIVES = (".zip", *TARS)
@@ -78,9 +79,15 @@ class DocumentText:
         """``content`` read as a file called ``file_name`` (its type from the name), from a private temporary copy
         (some readers need a file); named, and its errors naming it, ``named``."""
         with tempfile.TemporaryDirectory(prefix="crag-document-") as tmp:
-            copy = Path(tmp) / UNSAFE_NAME.sub("_", file_name)[-200:]
-            copy.write_bytes(content)
-            return cls.read(copy, named=named, encoding=encoding)
+            return cls.read(private_copy(Path(tmp), file_name, content), named=named, encoding=encoding)
+
+
+def private_copy(folder: Path, file_name: str, content: bytes) -> Path:
+    """``content`` written into ``folder`` as ``file_name`` made one safe file name (separators and NULs replaced,
+    the last 200 characters kept, so the type's suffix stays): a reader's own copy of bytes that came from elsewhere."""
+    copy = folder / UNSAFE_NAME.sub("_", file_name)[-200:]
+    copy.write_bytes(content)
+    return copy
 
 
 def archive_type(path: Path) -> str | None:

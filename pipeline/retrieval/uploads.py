@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
 from models.errors import DataError
-from pipeline.retrieval.archives import UNSAFE_NAME, DocumentText, archive_documents, archive_type
+from pipeline.retrieval.archives import DocumentText, archive_documents, archive_type, private_copy
 from pipeline.retrieval.documents import StoredChunk, check_encoding
 from pipeline.retrieval.index import WriteReport
 from pipeline.retrieval.ingest import READABLE, ChunkFields, IngestReport, WritableIndex, ingest_documents
@@ -105,8 +105,7 @@ def _read(tmp: Path, name: str, content: bytes, archive: bool, encoding: str | N
     if not archive:
         yield DocumentText.from_bytes(content, PurePosixPath(name).name, named=name, encoding=encoding)
         return
-    copy = tmp / UNSAFE_NAME.sub("_", PurePosixPath(name).name)[-200:]
-    copy.write_bytes(content)
+    copy = private_copy(tmp, PurePosixPath(name).name, content)
     try:
         yield from archive_documents(copy, encoding=encoding, unsupported=unsupported, named=name)
     except DataError as exc:  # the archive itself is damaged: its message names the private copy
