@@ -17,7 +17,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from pipeline.retrieval.odt_text import OFFICE, STYLE, TABLE, TEXT, count_attribute, document_title, opendocument_body
-from pipeline.retrieval.table_text import join_records, records_text
+from pipeline.retrieval.table_text import workbook_records
 
 __all__ = ["ods_to_text"]
 
@@ -31,9 +31,7 @@ def ods_to_text(path: Path) -> tuple[str, str]:
     hidden = _hidden_table_styles(parts.content)
     sheets = [sheet for sheet in body.iter(f"{{{TABLE}}}table")
               if sheet.get(f"{{{TABLE}}}style-name", "") not in hidden]
-    several = len(sheets) > 1
-    text = join_records(records_text(_rows(sheet), f"sheet: {sheet.get(f'{{{TABLE}}}name', '')}\n" if several else "")
-                        for sheet in sheets)
+    text = workbook_records([(sheet.get(f"{{{TABLE}}}name", ""), _rows(sheet)) for sheet in sheets])
     return document_title(parts), text
 
 

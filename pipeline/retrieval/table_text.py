@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from models.errors import DataError
 
 __all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "join_records", "names_columns", "record_lines",
-           "records_text", "row_line", "tsv_to_text"]
+           "records_text", "row_line", "tsv_to_text", "workbook_records"]
 
 # the files whose chunks (metadata "format") are records, each read whole
 RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx", "xls", "ods", "json", "jsonl"})
@@ -104,6 +104,13 @@ def _preamble(rows: list[list[str]]) -> int:
             break
         above += 1
     return above if above < len(rows) - 1 else 0
+
+
+def workbook_records(sheets: Sequence[tuple[str, Iterable[Sequence[str]]]]) -> str:
+    """A spreadsheet's records: each (sheet name, rows) read as a table file is, every record of a workbook of
+    several sheets led by its sheet's name (``sheet: Billing``), which often says what its rows are about."""
+    several = len(sheets) > 1
+    return join_records(records_text(rows, f"sheet: {name}\n" if several else "") for name, rows in sheets)
 
 
 def join_records(records: Iterable[str]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
-from pipeline.retrieval.table_text import join_records, records_text
+from pipeline.retrieval.table_text import workbook_records
 from pipeline.retrieval.xlsx_text import cell_text
 
 __all__ = ["xls_to_text"]
@@ -36,11 +36,9 @@ def xls_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .xls workbook ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first") from exc
     try:
-        names = [name for index, name in enumerate(book.sheet_names())
-                 if book.sheet_by_index(index).visibility == 0]  # 1: hidden, 2: very hidden
-        several = len(names) > 1
-        text = join_records(records_text(_rows(xlrd, book, book.sheet_by_name(name)),
-                                         f"sheet: {name}\n" if several else "") for name in names)
+        sheets = [book.sheet_by_index(index) for index in range(book.nsheets)]
+        text = workbook_records([(sheet.name, _rows(xlrd, book, sheet)) for sheet in sheets
+                                 if sheet.visibility == 0])  # 1: hidden, 2: very hidden
     except Exception as exc:
         raise DataError(f"{path}: a sheet of this workbook cannot be read ({type(exc).__name__}: {exc})") from exc
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
-from pipeline.retrieval.table_text import join_records, records_text
+from pipeline.retrieval.table_text import workbook_records
 
 __all__ = ["cell_text", "xlsx_to_text"]
 
@@ -35,9 +35,7 @@ def xlsx_to_text(path: Path) -> tuple[str, str]:
     try:
         sheets = [sheet for sheet in workbook.worksheets if getattr(sheet, "sheet_state", "visible") == "visible"
                   and hasattr(sheet, "iter_rows")]  # chart sheets have no cells
-        several = len(sheets) > 1
-        text = join_records(records_text(_rows(sheet), f"sheet: {sheet.title}\n" if several else "")
-                            for sheet in sheets)
+        text = workbook_records([(sheet.title, _rows(sheet)) for sheet in sheets])
         title = str(workbook.properties.title or "").strip()
     except Exception as exc:
         raise DataError(f"{path}: a sheet of this workbook cannot be read ({type(exc).__name__}: {exc})") from exc
