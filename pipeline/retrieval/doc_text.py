@@ -22,12 +22,11 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from models.deps import require
-from models.errors import DataError, MissingDependencyError
-from pipeline.retrieval.code_pages import windows_codec
+from models.errors import DataError
 from pipeline.retrieval.docx_numbering import next_label
+from pipeline.retrieval.ole_files import ole_file, summary_title
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["doc_to_text"]
@@ -47,8 +46,6 @@ STI_HEADINGS, STI_TITLE = range(1, 10), 62  # built-in style identifiers: Headin
 FIELD_BEGIN, FIELD_SEPARATOR, FIELD_END = "\x13", "\x14", "\x15"
 DROPPED = dict.fromkeys(range(32), None) | {0x0B: "\n", 0x09: " ", 0x1E: "-", 0xA0: " "}  # control characters
 MAX_PIECES = 1_000_000
-SUMMARY, CODE_PAGE, TITLE = "\x05SummaryInformation", 1, 2  # the property set and its property ids (PIDSI)
-VT_I2, VT_LPSTR, VT_LPWSTR = 2, 30, 31  # property types
 
 
 class _Marks(NamedTuple):
@@ -76,33 +73,20 @@ class _Paragraph:
 def doc_to_text(path: Path) -> tuple[str, str]:
     """(title, text) of the Word 97-2003 document in ``path``: its Title property, else its first heading ('' when
     neither), and its paragraphs separated by blank lines."""
-    olefile = require("olefile", "docx")
-    if not olefile.isOleFile(str(path)):
-        raise DataError(f"{path}: not a Word 97-2003 document (an OLE compound file); a newer Word file is read "
-                        "from a file named .docx")
-    try:
-        with olefile.OleFileIO(str(path)) as ole:
-            if not ole.exists("WordDocument"):
-                raise DataError(f"{path}: an OLE compound file without a Word document in it (an Excel .xls or "
-                                "Outlook .msg file named .doc?)")
-            word = ole.openstream("WordDocument").read()
-            fib = _Fib(word, path)
-            table_name = "1Table" if fib.flags & WHICH_TABLE else "0Table"
-            if not ole.exists(table_name):
-                raise DataError(f"{path}: the document's {table_name} stream is missing (a damaged file)")
-            table = ole.openstream(table_name).read()
-            paragraphs = _paragraphs(word, table, fib)
-            styles = _heading_levels(table, *fib.pair(STSHF))
-            lists = _Lists(table, fib)
-            title = _title(ole)
-    except MissingDependencyError:
-        raise
-    except DataError as exc:
-        if str(exc).startswith(f"{path}:"):
-            raise
-        raise DataError(f"{path}: {exc}") from exc  # found inside the streams: named by the file
-    except Exception as exc:  # olefile and struct raise their own errors for damaged files
-        raise DataError(f"{path}: not a readable .doc file ({type(exc).__name__}: {exc})") from exc
+    with ole_file(path, extra="docx", stream="WordDocument", kind=".doc",
+                  not_ole="not a Word 97-2003 document (an OLE compound file); a newer Word file is read from a file "
+                          "named .docx",
+                  without="a Word document in it (an Excel .xls or Outlook .msg file named .doc?)") as ole:
+        word = ole.openstream("WordDocument").read()
+        fib = _Fib(word, path)
+        table_name = "1Table" if fib.flags & WHICH_TABLE else "0Table"
+        if not ole.exists(table_name):
+            raise DataError(f"{path}: the document's {table_name} stream is missing (a damaged file)")
+        table = ole.openstream(table_name).read()
+        paragraphs = _paragraphs(word, table, fib)
+        styles = _heading_levels(table, *fib.pair(STSHF))
+        lists = _Lists(table, fib)
+        title = summary_title(ole)
     blocks = _blocks(paragraphs, styles, lists)
     title = title or next((block.lstrip("#").strip() for block in blocks if block.startswith("#")), "")
     return title, "\n\n".join(blocks)
@@ -384,31 +368,3 @@ def _level(table: bytes, at: int) -> tuple[str, str, int, int]:
     text = table[at + 2: at + 2 + 2 * characters].decode("utf-16-le", errors="replace")
     text = "".join(f"%{ord(c) + 1}" if ord(c) < 9 else c for c in text)  # placeholder k: level k's number
     return NUMBER_FORMATS.get(number_format, "decimal"), text, start, at + 2 + 2 * characters
-
-
-def _title(ole: Any) -> str:
-    """The document's Title property ('' without one), read from the SummaryInformation property set ([MS-OLEPS])
-    here rather than with olefile's get_metadata, which parses every property and can take minutes over the
-    vector counts of a damaged file."""
-    if not ole.exists(SUMMARY):
-        return ""
-    data = ole.openstream(SUMMARY).read(1 << 20)
-    if len(data) < 48:
-        return ""
-    section = struct.unpack_from("<I", data, 44)[0]  # the first section's offset, after its format id
-    count = struct.unpack_from("<I", data, section + 4)[0]
-    found = dict(struct.unpack_from("<II", data, section + 8 + 8 * index) for index in range(min(count, 256)))
-    code_page = 1252
-    if CODE_PAGE in found and struct.unpack_from("<I", data, section + found[CODE_PAGE])[0] == VT_I2:
-        code_page = struct.unpack_from("<H", data, section + found[CODE_PAGE] + 4)[0]
-    if TITLE not in found:
-        return ""
-    at = section + found[TITLE]
-    kind, size = struct.unpack_from("<II", data, at)
-    if kind == VT_LPWSTR:
-        title = data[at + 8: at + 8 + 2 * size].decode("utf-16-le", errors="replace")
-    elif kind == VT_LPSTR:
-        title = data[at + 8: at + 8 + size].decode(windows_codec(code_page), errors="replace")
-    else:
-        return ""
-    return " ".join(title.replace("\x00", " ").split())

@@ -29,6 +29,7 @@ from pipeline.retrieval.odp_text import odp_to_text
 from pipeline.retrieval.ods_text import ods_to_text
 from pipeline.retrieval.odt_text import odt_to_text
 from pipeline.retrieval.pdf_text import pdf_paragraphs
+from pipeline.retrieval.ppt_text import ppt_to_text
 from pipeline.retrieval.pptx_text import pptx_to_text
 from pipeline.retrieval.rst_text import rst_to_text
 from pipeline.retrieval.rtf_text import rtf_to_text
@@ -52,8 +53,8 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
-             ".docx", ".doc", ".odt", ".pptx", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json", ".jsonl",
-             ".eml", ".mbox", ".msg", ".epub", ".vtt", ".srt", ".rtf")
+             ".docx", ".doc", ".odt", ".pptx", ".ppt", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json",
+             ".jsonl", ".eml", ".mbox", ".msg", ".epub", ".vtt", ".srt", ".rtf")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -146,10 +147,10 @@ def is_record_metadata(metadata: dict[str, Any]) -> bool:
 
 def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str, str]:
     """(title, plain text) of a text, Markdown (MDX too), reStructuredText, AsciiDoc, Jupyter notebook, HTML, PDF,
-    Word (.docx; 97-2003 .doc), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx), OpenDocument
-    presentation (.odp), table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per row), JSON data
-    (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook .msg), e-book
-    (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
+    Word (.docx; 97-2003 .doc), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx; 97-2003 .ppt),
+    OpenDocument presentation (.odp), table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per
+    row), JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook
+    .msg), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -272,8 +273,8 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 # readers of the file itself (binary formats, or ones that find their own encoding); the rest read decoded text
 FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".pdf": _read_pdf, ".docx": docx_to_text, ".doc": doc_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text,
-    ".xlsx": xlsx_to_text, ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text, ".eml": eml_to_text,
-    ".mbox": mbox_to_text, ".msg": msg_to_text, ".epub": epub_to_text, ".rtf": rtf_to_text}
+    ".ppt": ppt_to_text, ".xlsx": xlsx_to_text, ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text,
+    ".eml": eml_to_text, ".mbox": mbox_to_text, ".msg": msg_to_text, ".epub": epub_to_text, ".rtf": rtf_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -91,7 +91,7 @@ class IngestReport:
     chunks_unchanged: int = 0
     chunks_removed: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
-    # files of types that cannot be read, passed over in folders, by extension: {".ppt": 3}
+    # files of types that cannot be read, passed over in folders, by extension: {".key": 3}
     unsupported_files: dict[str, int] = field(default_factory=dict)
 
     @property

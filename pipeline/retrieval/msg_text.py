@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from models.deps import require
-from models.errors import DataError, MissingDependencyError
+from models.errors import DataError
 from pipeline.retrieval.code_pages import windows_codec
 from pipeline.retrieval.email_text import MAX_FORWARDS, attachment_block, one_line, without_quotes
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.ole_files import ole_file
 from pipeline.retrieval.rtf_text import rtf_text
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
@@ -63,20 +64,12 @@ FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 
 def msg_to_text(path: Path) -> tuple[str, str]:
     """(subject, text) of the Outlook message in ``path``."""
-    olefile = require("olefile", "msg")
-    if not olefile.isOleFile(str(path)):
-        raise DataError(f"{path}: not an Outlook message (a .msg file is an OLE compound file as Outlook saves it); "
-                        "a message saved as .eml is read from an .eml file")
-    try:
-        with olefile.OleFileIO(str(path)) as ole:
-            if not ole.exists(PROPERTIES):
-                raise DataError(f"{path}: an OLE compound file without an Outlook message in it (no "
-                                f"{PROPERTIES} stream): a Word .doc or Excel .xls file named .msg?")
-            return _Message(ole, (), "top").text()
-    except (DataError, MissingDependencyError):
-        raise
-    except Exception as exc:  # olefile raises OSError, struct.error, IndexError... for damaged files
-        raise DataError(f"{path}: not a readable .msg file ({type(exc).__name__}: {exc})") from exc
+    with ole_file(path, extra="msg", stream=PROPERTIES, kind=".msg",
+                  not_ole="not an Outlook message (a .msg file is an OLE compound file as Outlook saves it); a "
+                          "message saved as .eml is read from an .eml file",
+                  without=f"an Outlook message in it (no {PROPERTIES} stream): a Word .doc or Excel .xls file "
+                          "named .msg?") as ole:
+        return _Message(ole, (), "top").text()
 
 
 class _Message:

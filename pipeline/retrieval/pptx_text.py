@@ -34,8 +34,9 @@ def pptx_to_text(path: Path) -> tuple[str, str]:
     try:
         presentation = pptx.Presentation(str(path))
     except Exception as exc:  # python-pptx raises zipfile, lxml, KeyError and its own errors for damaged files
-        raise DataError(f"{path}: not a readable .pptx file ({type(exc).__name__}: {exc}); an encrypted or older "
-                        ".ppt file must be saved as .pptx first") from exc
+        raise DataError(f"{path}: not a readable .pptx file ({type(exc).__name__}: {exc}); an encrypted one "
+                        "must be saved without its password first; a PowerPoint 97-2003 file is read from a file named "
+                        ".ppt") from exc
     blocks: list[str] = []
     first_title = ""
     for number, slide in enumerate(presentation.slides, start=1):

@@ -93,13 +93,13 @@ def test_unreadable_files_stop_the_run_unless_skipped(tmp_path):
     with pytest.raises(DataError, match=r"broken\.pdf.*--skip-errors"):
         ingest(idx, [docs], tenant="t")
     assert not idx.path.exists()  # nothing written
-    (docs / "deck.ppt").write_bytes(b"\xd0\xcf\x11\xe0")
+    (docs / "deck.key").write_bytes(b"PK\x03\x04")  # Keynote
     (docs / "LICENSE").write_text("MIT", encoding="utf-8")
     (docs / ".git").mkdir()
     (docs / ".git" / "config").write_text("x", encoding="utf-8")
     report = ingest(idx, [docs], tenant="t", skip_errors=True)
     assert report.files == 1 and report.skipped[0]["path"].endswith("broken.pdf") and len(idx) == 1
-    assert report.to_dict()["unsupported_files"] == {"(no extension)": 1, ".ppt": 1}  # said, not silently passed
+    assert report.to_dict()["unsupported_files"] == {"(no extension)": 1, ".key": 1}  # said, not silently passed
     with pytest.raises(DataError, match="unsupported file type"):
         ingest(idx, [tmp_path / "skip.bin"], tenant="t")
     with pytest.raises(DataError, match="no such file"):
