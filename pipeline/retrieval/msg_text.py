@@ -1,16 +1,15 @@
 """The readable text of an Outlook message saved as a file (``.msg``), read with olefile (the ``msg`` extra).
 
-Outlook's "Save As" writes a message as an OLE compound file of MAPI properties ([MS-OXMSG]): one stream per
-string or binary property (``__substg1.0_<id><type>``), the fixed-size ones (dates, numbers) in a property stream,
-a storage per recipient and per attachment, and a forwarded message attached whole as a storage of its own. It is
-read into the same shape as an ``.eml`` file (:mod:`pipeline.retrieval.email_text`): the subject titles the
-document, a heading says who wrote to whom and when (``## From Alice <a@example.com>, to Bob <b@example.com>, on
-Mon, 04 Mar 2024 10:00:00 +0000``; a meeting request or appointment adds when it starts and ends), and the body
-follows without quoted lines or signature. The body is the
-HTML one read as a page (Outlook's own plain-text copy of an HTML message follows every link with its address),
-else the plain-text one, else the compressed RTF one (``compressed-rtf``) read as Rich Text. Attachments are
-named, those of a type crag reads are read after the body under ``### Attachment: name``, and an attached message
-is read after them as a forwarded one.
+Outlook's "Save As" writes a message as an OLE compound file of MAPI properties ([MS-OXMSG]): one stream per string
+or binary property (``__substg1.0_<id><type>``), the fixed-size ones (dates, numbers) in a property stream, a
+storage per recipient and per attachment, and a forwarded message attached whole as a storage of its own. It is read
+into the same shape as an ``.eml`` file (:mod:`pipeline.retrieval.email_text`): the subject titles the document, a
+heading says who wrote to whom and when (``## From Alice <a@example.com>, to Bob <b@example.com>, on Mon, 04 Mar
+2024 10:00:00 +0000``; a meeting request or appointment adds when it starts and ends, and where), and the body
+follows without quoted lines or signature. The body is the HTML one read as a page (Outlook's own plain-text copy of
+an HTML message follows every link with its address), else the plain-text one, else the compressed RTF one
+(``compressed-rtf``) read as Rich Text. Attachments are named, those of a type crag reads are read after the body
+under ``### Attachment: name``, and an attached message is read after them as a forwarded one.
 
 Strings are UTF-16 in Unicode messages and in the message's code page in older ANSI ones. A file that is not an
 OLE compound file, or one that is but holds no message (a Word .doc renamed), is an error naming it; so is a
@@ -22,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
+import uuid
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
@@ -58,6 +58,11 @@ MESSAGE_CODEPAGE, INTERNET_CODEPAGE = 0x3FFD, 0x3FDE
 DISPLAY_NAME, EMAIL_ADDRESS, SMTP_ADDRESS, RECIPIENT_TYPE = 0x3001, 0x3003, 0x39FE, 0x0C15
 LONG_FILENAME, FILENAME, ATTACH_METHOD, ATTACH_DATA = 0x3707, 0x3704, 0x3705, 0x3701
 TO, CC = 1, 2  # recipient types (blind copies are left out, as an .eml's Bcc header is)
+NAME_MAP, NAME_GUIDS, NAME_ENTRIES = "__nameid_version1.0", "__substg1.0_00020102", "__substg1.0_00030102"
+FIRST_NAMED = 0x8000  # the property id of a file's first named property
+FIRST_OWN_GUID = 3  # GUID indexes below it stand for PS_MAPI and PS_PUBLIC_STRINGS, not the GUID stream
+LOCATIONS = ((uuid.UUID("00062002-0000-0000-c000-000000000046"), 0x8208),  # PidLidLocation (PSETID_Appointment)
+             (uuid.UUID("6ed8da90-450b-101b-98da-00aa003f1305"), 0x0002))  # PidLidWhere (PSETID_Meeting), older
 
 FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 
@@ -75,8 +80,10 @@ def msg_to_text(path: Path) -> tuple[str, str]:
 class _Message:
     """One message of the file: the top-level one, or a message attached to another (``storage``: its path)."""
 
-    def __init__(self, ole: Any, storage: tuple[str, ...], kind: str, forwards: int = 0) -> None:
+    def __init__(self, ole: Any, storage: tuple[str, ...], kind: str, forwards: int = 0,
+                 named: dict[tuple[uuid.UUID, int], int] | None = None) -> None:
         self.ole, self.storage, self.forwards = ole, storage, forwards
+        self.named = _named_properties(ole) if named is None else named  # the file's, shared by attached messages
         self.fixed = _fixed_properties(ole, (*storage, PROPERTIES), HEADER_BYTES[kind])
         internet = self.fixed.get((INTERNET_CODEPAGE, LONG))
         self.codepage = windows_codec(self.fixed.get((MESSAGE_CODEPAGE, LONG)) or internet)  # of its 8-bit strings
@@ -85,7 +92,7 @@ class _Message:
     def text(self) -> tuple[str, str]:
         subject = one_line(self.string(SUBJECT))
         times = (("on", self.time(SUBMIT_TIME) or self.time(DELIVERY_TIME)), ("starts", self.time(START_TIME)),
-                 ("ends", self.time(END_TIME)))
+                 ("ends", self.time(END_TIME)), ("at", self.location()))
         parts = [(word, value) for word, value in (("From", self.sender()), *self.recipients(), *times) if value]
         blocks = [f"## {', '.join(f'{word} {value}' for word, value in parts)}"] if parts else []
         if body := self.body():
@@ -93,7 +100,7 @@ class _Message:
         attached, read, forwarded = [], [], []
         for storage, name in self.attachments():
             if self.ole.exists("/".join((*storage, EMBEDDED_MESSAGE))):
-                inner = _Message(self.ole, (*storage, EMBEDDED_MESSAGE), "embedded", self.forwards + 1)
+                inner = _Message(self.ole, (*storage, EMBEDDED_MESSAGE), "embedded", self.forwards + 1, self.named)
                 if self.forwards >= MAX_FORWARDS:  # forwards inside forwards this deep are named, as in .eml files
                     attached.append(f"forwarded message {one_line(inner.string(SUBJECT))}".strip())
                     continue
@@ -136,6 +143,13 @@ class _Message:
         to = ", ".join(found[TO]) or one_line(self.string(DISPLAY_TO))
         cc = ", ".join(found[CC]) or one_line(self.string(DISPLAY_CC))
         return [("to", to), ("cc", cc)]
+
+    def location(self) -> str:
+        """Where an appointment or meeting takes place (a named property), '' when it says nowhere."""
+        for name in LOCATIONS:
+            if name in self.named and (where := one_line(self.string(self.named[name]))):
+                return where
+        return ""
 
     def time(self, prop: int) -> str:
         """A time property of the message as an e-mail Date header writes it; '' when absent or out of range."""
@@ -186,6 +200,20 @@ class _Message:
                  if len(entry) == depth + 1 and tuple(entry[:depth]) == self.storage
                  and re.fullmatch(re.escape(prefix) + "[0-9A-Fa-f]{8}", entry[depth])}
         return [(*self.storage, name) for name in sorted(names, key=lambda n: int(n[len(prefix):], 16))]
+
+
+def _named_properties(ole: Any) -> dict[tuple[uuid.UUID, int], int]:
+    """(property set, numeric name) -> property id of the file's named properties ([MS-OXMSG] 2.2.3: the entry
+    stream's 8-byte entries index the GUID stream; properties named by strings are not needed here)."""
+    guids = _stream(ole, (NAME_MAP, NAME_GUIDS)) or b""
+    entries = _stream(ole, (NAME_MAP, NAME_ENTRIES)) or b""
+    found: dict[tuple[uuid.UUID, int], int] = {}
+    for at in range(0, len(entries) - 7, 8):
+        name, packed = struct.unpack_from("<II", entries, at)
+        guid_at = 16 * (((packed >> 1) & 0x7FFF) - FIRST_OWN_GUID)
+        if not packed & 1 and 0 <= guid_at <= len(guids) - 16:  # numeric names in a property set of the stream
+            found[(uuid.UUID(bytes_le=guids[guid_at: guid_at + 16]), name)] = FIRST_NAMED + (packed >> 16)
+    return found
 
 
 def _stream(ole: Any, path: tuple[str, ...]) -> bytes | None:

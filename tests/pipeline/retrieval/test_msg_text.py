@@ -7,7 +7,13 @@ from datetime import datetime, timedelta, timezone
 import compressed_rtf
 import pytest
 from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
-from aspose.email_foss.msg import RECIPIENT_TYPE_BCC, RECIPIENT_TYPE_CC, RECIPIENT_TYPE_TO, MapiMessage
+from aspose.email_foss.msg import (
+    RECIPIENT_TYPE_BCC,
+    RECIPIENT_TYPE_CC,
+    RECIPIENT_TYPE_TO,
+    MapiMessage,
+    MapiNamedProperty,
+)
 from aspose.email_foss.msg import PropertyTypeCode as Type
 
 from models.errors import DataError
@@ -19,6 +25,7 @@ REPLY = ("Hi Bob,\r\n\r\nThe refund window is 30 days from delivery; after that 
          "On Mon, 4 Mar 2024 at 09:12, Bob <bob@example.com> wrote:\r\n> What is the refund window for damaged items?"
          "\r\n\r\nBest,\r\nAlice\r\n--\r\nAlice Smith | Support lead\r\n")
 SUBJECT, SENDER_NAME, SENDER_ADDRESS, RTF_COMPRESSED, MESSAGE_CODEPAGE = 0x0037, 0x0C1A, 0x0C1F, 0x1009, 0x3FFD
+APPOINTMENT = "00062002-0000-0000-c000-000000000046"  # PSETID_Appointment: PidLidLocation is its 0x8208
 
 
 def outlook_message(subject: str = "", body: str = "", **properties) -> MapiMessage:
@@ -84,16 +91,19 @@ def test_an_ansi_message_reads_in_its_code_page_and_an_rtf_only_body_is_read(tmp
     assert read_document(path) == ("Возврат товара", "## From Иван Петров\n\nThe refund window is 30 days.")
 
 
-def test_a_meeting_request_says_when_the_meeting_starts_and_ends(tmp_path):
+def test_a_meeting_request_says_when_the_meeting_starts_and_ends_and_where(tmp_path):
     when = datetime(2024, 3, 5, 14, 0, tzinfo=timezone.utc)
     message = outlook_message("Refund policy review", "Agenda: the new refund window.",
                               p001A=(Type.PTYP_STRING, "IPM.Schedule.Meeting.Request"),
                               p0C1A=(Type.PTYP_STRING, "Alice Smith"), p0039=(Type.PTYP_TIME, when - timedelta(days=1)),
                               p0060=(Type.PTYP_TIME, when), p0061=(Type.PTYP_TIME, when + timedelta(hours=1)))
+    # named properties (their ids given by the file's name map): a string-named one first, then the location
+    message.set_named_property(MapiNamedProperty.string("Keywords"), Type.PTYP_STRING, "refunds")
+    message.set_named_property(MapiNamedProperty.numeric(0x8208, APPOINTMENT), Type.PTYP_STRING, " Room 4.2\r\n")
     path = tmp_path / "review.msg"
     message.save(path)
     assert read_document(path)[1] == ("## From Alice Smith, on Mon, 04 Mar 2024 14:00:00 +0000, starts Tue, 05 Mar "
-                                      "2024 14:00:00 +0000, ends Tue, 05 Mar 2024 15:00:00 +0000\n\n"
+                                      "2024 14:00:00 +0000, ends Tue, 05 Mar 2024 15:00:00 +0000, at Room 4.2\n\n"
                                       "Agenda: the new refund window.")
 
 
