@@ -21,6 +21,7 @@ from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
 from pipeline.retrieval.epub_text import epub_to_text
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.ics_text import ics_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
 from pipeline.retrieval.msg_text import msg_to_text
@@ -54,7 +55,7 @@ __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk"
 
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
              ".docx", ".doc", ".odt", ".pptx", ".ppt", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json",
-             ".jsonl", ".eml", ".mbox", ".msg", ".epub", ".vtt", ".srt", ".rtf")
+             ".jsonl", ".eml", ".mbox", ".msg", ".ics", ".epub", ".vtt", ".srt", ".rtf")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -150,7 +151,7 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     Word (.docx; 97-2003 .doc), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx; 97-2003 .ppt),
     OpenDocument presentation (.odp), table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per
     row), JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook
-    .msg), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
+    .msg), calendar (.ics), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -181,7 +182,8 @@ def _plain_text(raw: str) -> tuple[str, str]:
 TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_text, ".markdown": markdown_to_text,
                 ".mdx": mdx_to_text, ".adoc": asciidoc_to_text, ".asciidoc": asciidoc_to_text,
                 ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text,
-                ".json": json_to_text, ".jsonl": jsonl_to_text, ".vtt": vtt_to_text, ".srt": srt_to_text}
+                ".json": json_to_text, ".jsonl": jsonl_to_text, ".vtt": vtt_to_text, ".srt": srt_to_text,
+                ".ics": ics_to_text}
 
 
 # UTF-32 first: its little-endian mark begins with UTF-16's

@@ -28,15 +28,16 @@ import email.policy
 import logging
 import mailbox
 import re
+from collections.abc import Iterator
 from email.message import EmailMessage, Message, MIMEPart
 from pathlib import Path
 
-from models.errors import DataError
+from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import headings_down
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
-__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "mbox_to_text", "one_line", "without_quotes"]
+__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "mbox_to_text", "one_line", "person", "without_quotes"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
     body = _body(message)
     if body:
         blocks.append(body)
+    invitations = {_normalised(part.get_payload(decode=True)): part for part in _calendar_parts(message)}
+    blocks += [block for part in invitations.values() if (block := _invitation(part))]
     attached, read, forwarded = [], [], []
     for part in message.iter_attachments():
         inner = part.get_content() if part.get_content_type() == "message/rfc822" else None
@@ -130,6 +133,8 @@ def _message_text(message: EmailMessage, *, subject_in_heading: bool = False, fo
         else:
             attached.append(part.get_filename() or part.get_content_type())
             data = part.get_payload(decode=True)
+            if data and _normalised(data) in invitations:  # the invitation, attached again as a file (invite.ics)
+                continue
             if isinstance(data, bytes) and (block := attachment_block(part.get_filename() or "", data)):
                 read.append(block)
     if attached:
@@ -154,6 +159,34 @@ def attachment_block(file_name: str, data: bytes) -> str:
         return ""
     text = document.text.strip()
     return f"### Attachment: {name}\n\n{headings_down(text, 3)}" if text else ""  # its sections under this one
+
+
+def _calendar_parts(part: MIMEPart) -> Iterator[MIMEPart]:
+    """The unnamed text/calendar parts of a message, an invitation's (not those of a message it forwards)."""
+    if part.get_content_type() == "message/rfc822":
+        return
+    if part.is_multipart():
+        for inner in part.iter_parts():
+            yield from _calendar_parts(inner)
+    elif part.get_content_type() == "text/calendar" and part.get_filename() is None:
+        yield part
+
+
+def _invitation(part: MIMEPart) -> str:
+    """An invitation's calendar part read as an .ics file is, its events a level below the message's heading; ''
+    when it cannot be read (logged)."""
+    from pipeline.retrieval.ics_text import ics_to_text  # (it imports this module)
+
+    try:
+        return headings_down(ics_to_text(_decoded(part))[1], 1)
+    except (DataError, MissingDependencyError) as exc:
+        logger.info("calendar part not read: %s", exc)
+        return ""
+
+
+def _normalised(data: object) -> bytes:
+    """A part's bytes without line-ending differences and outer white space, to find the same file twice."""
+    return data.replace(b"\r\n", b"\n").strip() if isinstance(data, bytes) else b""
 
 
 def _body(message: MIMEPart) -> str:
@@ -203,3 +236,12 @@ def without_quotes(text: str) -> str:
 
 def one_line(value: str) -> str:
     return re.sub(r"\s+", " ", value).strip()
+
+
+def person(name: str, address: str) -> str:
+    """``Name <address>`` as an e-mail header writes it; one of the two when the other is missing or the same."""
+    name, address = one_line(name).strip("'\""), one_line(address)
+    if name and address and name.lower() != address.lower():
+        return f"{name} <{address}>"
+    return name or address
+

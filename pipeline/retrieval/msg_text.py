@@ -30,7 +30,7 @@ from typing import Any
 from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.code_pages import windows_codec
-from pipeline.retrieval.email_text import MAX_FORWARDS, attachment_block, one_line, without_quotes
+from pipeline.retrieval.email_text import MAX_FORWARDS, attachment_block, one_line, person, without_quotes
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.ole_files import ole_file
 from pipeline.retrieval.rtf_text import rtf_text
@@ -128,7 +128,7 @@ class _Message:
         name = self.string(SENDER_NAME) or self.string(SENT_FOR_NAME)
         address = next((a for a in (self.string(SENDER_SMTP), self.string(SENDER_ADDRESS),
                                     self.string(SENT_FOR_SMTP), self.string(SENT_FOR_ADDRESS)) if "@" in a), "")
-        return _person(name, address)
+        return person(name, address)
 
     def recipients(self) -> list[tuple[str, str]]:
         """("to", "a, b") and ("cc", "c") from the recipient storages; the display lines when there are none."""
@@ -138,8 +138,8 @@ class _Message:
             if kind in found:
                 address = next((a for a in (self.string(SMTP_ADDRESS, storage), self.string(EMAIL_ADDRESS, storage))
                                 if "@" in a), "")
-                if person := _person(self.string(DISPLAY_NAME, storage), address):
-                    found[kind].append(person)
+                if who := person(self.string(DISPLAY_NAME, storage), address):
+                    found[kind].append(who)
         to = ", ".join(found[TO]) or one_line(self.string(DISPLAY_TO))
         cc = ", ".join(found[CC]) or one_line(self.string(DISPLAY_CC))
         return [("to", to), ("cc", cc)]
@@ -242,11 +242,3 @@ def _fixed_properties(ole: Any, path: tuple[str, ...], header: int) -> dict[tupl
             value &= 0xFFFF
         found[(tag >> 16, kind)] = value
     return found
-
-
-def _person(name: str, address: str) -> str:
-    """``Name <address>`` as an e-mail header writes it; one of the two when the other is missing or the same."""
-    name, address = one_line(name).strip("'\""), one_line(address)
-    if name and address and name.lower() != address.lower():
-        return f"{name} <{address}>"
-    return name or address

@@ -190,3 +190,31 @@ def test_forwards_are_read_ten_deep_and_crafted_nesting_is_an_error_or_a_skipped
     with caplog.at_level("WARNING"):
         assert read_document(box)[1] == "## ok — From b@example.com\n\nA fine message."
     assert "left out 1 messages whose MIME parts are nested too deeply" in caplog.text
+
+
+INVITATION = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nMETHOD:REQUEST\r\nBEGIN:VEVENT\r\nSUMMARY:Refund policy review\r\n"
+              "DTSTART:20240305T130000Z\r\nDTEND:20240305T140000Z\r\nLOCATION:Room 4.2\r\nEND:VEVENT\r\n"
+              "END:VCALENDAR\r\n")
+
+
+def test_an_invitation_reads_its_events_once_under_the_message(tmp_path):
+    mail = message(From="Alice <alice@example.com>", To="Bob <bob@example.com>", Date="Mon, 04 Mar 2024 10:00:00 +0000",
+                   Subject="Invitation: Refund policy review")
+    mail.set_content("You have been invited.")
+    mail.add_alternative("<p>You have been invited.</p>", subtype="html")
+    mail.add_alternative(INVITATION, subtype="calendar", params={"method": "REQUEST"})
+    mail.add_attachment(INVITATION.encode(), maintype="application", subtype="ics", filename="invite.ics")  # again
+    path = tmp_path / "invitation.eml"
+    path.write_bytes(bytes(mail))
+    assert read_document(path)[1] == (
+        "## From Alice <alice@example.com>, to Bob <bob@example.com>, on Mon, 04 Mar 2024 10:00:00 +0000\n\n"
+        "You have been invited.\n\n### Refund policy review\n\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)\n\n"
+        "Where: Room 4.2\n\nAttachments: invite.ics")
+    other = message(From="Alice <alice@example.com>", Subject="Next review")
+    other.set_content("The next one.")
+    other.add_attachment(INVITATION.replace("Room 4.2", "Room 5").encode(), maintype="text", subtype="calendar",
+                         filename="next.ics")  # only attached: read as an attached file is
+    path.write_bytes(bytes(other))
+    assert read_document(path)[1].endswith("Attachments: next.ics\n\n### Attachment: next.ics\n\n"
+                                           "##### Refund policy review\n\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)"
+                                           "\n\nWhere: Room 5")
