@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from models.errors import DataError, MissingDependencyError
 from pipeline.retrieval.documents import SUPPORTED, read_document
+from pipeline.retrieval.file_kinds import content_suffix
 from pipeline.retrieval.zipped_xml import check_part_size, opened_zip, part_bytes
 
 __all__ = ["ARCHIVES", "NOT_DOCUMENTS", "DocumentText", "archive_documents", "archive_type", "passed_over",
@@ -65,6 +66,7 @@ class DocumentText:
         named = named or str(path)
         suffix = path.suffix.lower()
         try:
+            suffix = content_suffix(path, suffix)  # an HTML table named .xls is not a table's records
             title, text = read_document(path, encoding=encoding)
         except MissingDependencyError as exc:
             return cls(named, path.name, suffix, error=exc)

@@ -20,10 +20,12 @@ from pipeline.retrieval.doc_text import doc_to_text
 from pipeline.retrieval.docx_text import docx_to_text
 from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
 from pipeline.retrieval.epub_text import epub_to_text
+from pipeline.retrieval.file_kinds import content_suffix
 from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.ics_text import ics_to_text
 from pipeline.retrieval.json_text import json_to_text, jsonl_to_text
 from pipeline.retrieval.markdown_text import markdown_to_text, mdx_to_text
+from pipeline.retrieval.mhtml_text import mhtml_to_text
 from pipeline.retrieval.msg_text import msg_to_text
 from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.odp_text import odp_to_text
@@ -53,7 +55,10 @@ from pipeline.retrieval.xlsx_text import xlsx_to_text
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
            "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
 
-SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".pdf",
+logger = logging.getLogger(__name__)
+
+SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".mht",
+             ".mhtml", ".pdf",
              ".docx", ".doc", ".odt", ".pptx", ".ppt", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json",
              ".jsonl", ".eml", ".mbox", ".msg", ".ics", ".epub", ".vtt", ".srt", ".rtf")
 
@@ -151,7 +156,9 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     Word (.docx; 97-2003 .doc), Rich Text (.rtf), OpenDocument text (.odt), PowerPoint (.pptx; 97-2003 .ppt),
     OpenDocument presentation (.odp), table (.csv, .tsv, Excel .xlsx and .xls, OpenDocument .ods: one record per
     row), JSON data (.json, .jsonl: one record per object), e-mail (.eml: one message; .mbox: a mailbox; Outlook
-    .msg), calendar (.ics), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt) file.
+    .msg), calendar (.ics), web archive (.mht, .mhtml), e-book (.epub) or transcript (WebVTT .vtt, SubRip .srt)
+    file. An office file is read as what its content is (:func:`pipeline.retrieval.file_kinds.content_suffix`: a web
+    archive or an HTML table named .doc or .xls, a .docx named .doc...), not as its name says.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
     check_encoding(encoding)
@@ -159,19 +166,30 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
+    actual = content_suffix(path, suffix)
+    if actual != suffix:
+        logger.info("%s: read as a %s file, which its content is, whatever its name says", path, actual)
     try:
-        if suffix in FILE_READERS:
-            title, text = FILE_READERS[suffix](path)
-        else:
-            raw = _decoded(path, encoding)
-            try:
-                title, text = TEXT_READERS.get(suffix, _plain_text)(raw)
-            except DataError as exc:
-                raise DataError(f"{path}: {exc}") from exc
+        title, text = _read_as(path, actual, encoding)
+    except DataError as exc:
+        if actual == suffix:
+            raise
+        raise DataError(f"{exc} (read as a {actual} file: its first bytes are one's, whatever its name)") from exc
     except RecursionError as exc:  # a reader (or the library under it) walking a crafted file's nesting
         raise DataError(f"{path}: nested too deeply to read (a crafted or damaged file)") from exc
     # a document without a title of its own is named by its file; "\ud83d" escapes (JSON, HTML) made storable
     return whole_characters(title) or path.stem, whole_characters(text)
+
+
+def _read_as(path: Path, suffix: str, encoding: str | None) -> tuple[str, str]:
+    """(title, text) of ``path`` read by the reader of ``suffix``."""
+    if suffix in FILE_READERS:
+        return FILE_READERS[suffix](path)
+    raw = _decoded(path, encoding, html=TEXT_READERS.get(suffix) is html_to_text)
+    try:
+        return TEXT_READERS.get(suffix, _plain_text)(raw)
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from exc
 
 
 def _plain_text(raw: str) -> tuple[str, str]:
@@ -206,11 +224,12 @@ def check_encoding(encoding: str | None) -> str | None:
     return encoding
 
 
-def _decoded(path: Path, fallback: str | None = None) -> str:
+def _decoded(path: Path, fallback: str | None = None, *, html: bool = False) -> str:
     """The file's text: UTF-8 (a byte-order mark dropped), UTF-16 or UTF-32 when a byte-order mark says so (as
     Windows' "Unicode" text files and some subtitle tools write them), or for HTML the charset its ``<meta>``
     declares (pages saved as windows-1252 or ISO-8859-1 are common), or else ``fallback``, the encoding the caller
-    names for its files. Anything else is an error naming the byte and the ways out."""
+    names for its files (``html``: the file is an HTML page). Anything else is an error naming the byte and the ways
+    out."""
     data = path.read_bytes()
     marked = next((name for mark, name in WIDE_BYTE_ORDER_MARKS if data.startswith(mark)), None)
     if marked is not None:
@@ -219,7 +238,6 @@ def _decoded(path: Path, fallback: str | None = None) -> str:
     try:
         return _unix_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
-        html = TEXT_READERS.get(path.suffix.lower()) is html_to_text
         declared = DECLARED_CHARSET.search(data[:4096]) if html else None
         if declared is not None:
             charset = declared.group(1).decode("ascii")
@@ -276,7 +294,8 @@ def _read_pdf(path: Path) -> tuple[str, str]:
 FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".pdf": _read_pdf, ".docx": docx_to_text, ".doc": doc_to_text, ".odt": odt_to_text, ".pptx": pptx_to_text,
     ".ppt": ppt_to_text, ".xlsx": xlsx_to_text, ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text,
-    ".eml": eml_to_text, ".mbox": mbox_to_text, ".msg": msg_to_text, ".epub": epub_to_text, ".rtf": rtf_to_text}
+    ".eml": eml_to_text, ".mbox": mbox_to_text, ".mht": mhtml_to_text, ".mhtml": mhtml_to_text, ".msg": msg_to_text,
+    ".epub": epub_to_text, ".rtf": rtf_to_text}
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

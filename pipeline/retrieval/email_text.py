@@ -37,7 +37,8 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import headings_down
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
-__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "mbox_to_text", "one_line", "person", "without_quotes"]
+__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "mbox_to_text", "one_line", "part_text", "person",
+           "without_quotes"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ def _invitation(part: MIMEPart) -> str:
     from pipeline.retrieval.ics_text import ics_to_text  # (it imports this module)
 
     try:
-        return headings_down(ics_to_text(_decoded(part))[1], 1)
+        return headings_down(ics_to_text(part_text(part))[1], 1)
     except (DataError, MissingDependencyError) as exc:
         logger.info("calendar part not read: %s", exc)
         return ""
@@ -194,13 +195,13 @@ def _body(message: MIMEPart) -> str:
     part = message.get_body(preferencelist=("plain", "html"))
     if part is None:
         return ""
-    text = _decoded(part)
+    text = part_text(part)
     if part.get_content_type() == "text/html":
         text = html_to_text(text)[1]
     return without_quotes(text.replace("\r\n", "\n").replace("\r", "\n")).strip()
 
 
-def _decoded(part: MIMEPart) -> str:
+def part_text(part: MIMEPart) -> str:
     """A text part's content in its declared charset; an unknown or wrong charset read as UTF-8, bad bytes
     replaced (mail in the wild mislabels its charset often)."""
     try:

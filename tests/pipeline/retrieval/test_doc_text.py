@@ -118,9 +118,13 @@ def test_the_title_property_names_the_document_and_a_crafted_property_set_is_rea
 
 def test_files_that_are_not_word_97_documents_are_errors_naming_them(tmp_path):
     newer = tmp_path / "contract.doc"
-    newer.write_bytes(b"PK\x03\x04 a .docx file named .doc")
-    with pytest.raises(DataError, match=r"contract\.doc: not a Word 97-2003 document .* named \.docx"):
+    newer.write_bytes(b"PK\x03\x04 a damaged .docx file named .doc")  # read by the .docx reader, which says why
+    with pytest.raises(DataError, match=r"contract\.doc: not a readable \.docx file .* \(read as a \.docx file: its"):
         read_document(newer)
+    binary = tmp_path / "scan.doc"
+    binary.write_bytes(b"\x00\x01 neither an OLE file, nor a package, nor text")
+    with pytest.raises(DataError, match=r"scan\.doc: not a Word 97-2003 document .* named \.docx"):
+        read_document(binary)
     workbook = tmp_path / "book.doc"
     root = CFBStorage("Root Entry")
     root.add_stream(CFBStream("Workbook", b"\x00" * 600))

@@ -151,7 +151,7 @@ def test_encrypted_decks_and_looping_edit_chains_are_errors_naming_the_file(tmp_
 
 def test_files_that_are_not_powerpoint_97_decks_are_errors_naming_them(tmp_path):
     newer = tmp_path / "review.ppt"
-    newer.write_bytes(b"PK\x03\x04 a .pptx file named .ppt")
+    newer.write_bytes(b"\x00\x01 neither an OLE file, nor a package, nor text")
     with pytest.raises(DataError, match=r"review\.ppt: not a PowerPoint 97-2003 presentation .* named \.pptx"):
         read_document(newer)
     document = tmp_path / "letter.ppt"

@@ -59,7 +59,7 @@ def test_each_visible_sheet_is_read_as_records_named_by_their_sheet(tmp_path):
 
 def test_files_that_are_not_workbooks_are_errors_naming_them(tmp_path):
     path = tmp_path / "report.xls"
-    path.write_bytes(b"<html><body>an HTML table saved as .xls</body></html>")
+    path.write_bytes(b"\x09\x00\x04\x00 neither an OLE file, nor a package, nor text")  # (HTML would be read)
     with pytest.raises(DataError, match=r"report\.xls: not a readable \.xls workbook"):
         read_document(path)
     workbook(tmp_path / "good.xls")

@@ -1,0 +1,55 @@
+"""Which reader an office file needs, told by what it holds rather than by its name.
+
+Office files are misnamed all the time, mostly by programs: Confluence's "Export to Word" writes a web archive
+(MHTML) named ``.doc``; report tools and web apps write an HTML table, or comma-separated text, named ``.xls`` so that
+Excel opens it; older systems save Rich Text as ``.doc``; a user renames ``report.docx`` to ``report.doc``. Excel and
+Word open all of these, so their users never notice. A reader chosen by the name would call each a damaged file; the
+file is read as what its first bytes say instead (an OLE compound file, a zip package, Rich Text, a web archive, an
+HTML page, delimited text), and the name decides only between formats of the same family.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["content_suffix"]
+
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+ZIP_MAGIC = b"PK\x03\x04"
+SNIFFED = frozenset({".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx"})
+OLE_SUFFIX = {".docx": ".doc", ".xlsx": ".xls", ".pptx": ".ppt"}  # an OLE file by a newer name
+ZIP_SUFFIX = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}  # a package by an older name
+SPREADSHEETS = frozenset({".xls", ".xlsx"})
+HEAD_BYTES = 4096
+MIME_HEADER = re.compile(rb"^(?:[!-9;-~]+:[^\n]*\n(?:[ \t][^\n]*\n)*)+", re.ASCII)  # "Name: value" lines, folded too
+HTML_START = re.compile(rb"^(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|table|meta)\b",
+                        re.IGNORECASE | re.DOTALL)
+TEXT_BYTES = frozenset(range(32, 256)) | {9, 10, 13}
+
+
+def content_suffix(path: Path, suffix: str) -> str:
+    """The suffix whose reader reads ``path`` (named with ``suffix``): ``suffix`` itself unless the file is an
+    office file (``SNIFFED``) whose first bytes say it is something else."""
+    if suffix not in SNIFFED:
+        return suffix
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:  # the reader chosen by the name says what is wrong with the file
+        return suffix
+    if head.startswith(OLE_MAGIC):
+        return OLE_SUFFIX.get(suffix, suffix)
+    if head.startswith(ZIP_MAGIC):
+        return ZIP_SUFFIX.get(suffix, suffix)
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if text.startswith(b"{\\rtf"):
+        return ".rtf"
+    lines = text.replace(b"\r\n", b"\n")
+    if (header := MIME_HEADER.match(lines)) is not None and re.search(rb"(?im)^mime-version:", header.group()):
+        return ".mht"  # a web archive, as Word's "Web Page" and Confluence's Word export write it
+    if HTML_START.match(text):
+        return ".html"
+    if suffix in SPREADSHEETS and text and set(head) <= TEXT_BYTES and b"\n" in text:
+        return ".csv"  # delimited text named as a workbook (its separator is detected when read)
+    return suffix

@@ -1,0 +1,95 @@
+"""Office files are read as what they hold, not as their names say: a web archive or an HTML table named .doc or .xls,
+delimited text named .xls, Rich Text named .doc, a .docx named .doc and the other way round."""
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from models.errors import DataError
+from pipeline.retrieval.archives import DocumentText
+from pipeline.retrieval.documents import read_document
+from pipeline.retrieval.file_kinds import content_suffix
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+
+# what Confluence's "Export to Word" writes (a web archive), shortened
+CONFLUENCE_EXPORT = """\
+Date: Tue, 5 Mar 2024 10:00:00 +0000 (UTC)
+Message-ID: <1@confluence>
+Subject: Exported From Confluence
+MIME-Version: 1.0
+Content-Type: multipart/related;\x20
+\tboundary="----=_Part_1"
+
+------=_Part_1
+Content-Type: text/html; charset=UTF-8
+Content-Transfer-Encoding: quoted-printable
+Content-Location: file:///C:/exported.html
+
+<html><head><title>Refund policy</title></head><body><h1>Refund policy</h1><p>Refunds take 30 days=
+ from delivery; caf=C3=A9 gift cards are not refunded.</p></body></html>
+------=_Part_1
+Content-Type: image/png
+Content-Transfer-Encoding: base64
+Content-Location: file:///C:/logo.png
+
+iVBORw0KGgo=
+------=_Part_1--
+""".replace("\n", "\r\n")
+
+EXCEL_WEB_PAGE = ('<html xmlns:o="urn:schemas-microsoft-com:office:office" '
+                  'xmlns:x="urn:schemas-microsoft-com:office:excel"><head><meta charset="windows-1252">'
+                  "<title>Q3 sales</title></head><body><table><tr><th>Region</th><th>Revenue</th></tr>"
+                  "<tr><td>North</td><td>2.3 M \u20ac</td></tr></table></body></html>")
+
+
+def test_a_confluence_word_export_reads_as_the_page_it_archives(tmp_path, caplog):
+    path = tmp_path / "Refund+policy.doc"
+    path.write_bytes(CONFLUENCE_EXPORT.encode("ascii"))
+    with caplog.at_level(logging.INFO, logger="pipeline.retrieval.documents"):
+        assert read_document(path) == ("Refund policy", "# Refund policy\n\nRefunds take 30 days from delivery; "
+                                                        "caf\xe9 gift cards are not refunded.")
+    assert "read as a .mht file" in caplog.text  # said, for whoever wonders why a .doc reads as a page
+
+
+def test_tables_saved_as_web_pages_or_delimited_text_under_a_workbook_name(tmp_path):
+    page = tmp_path / "sales.xls"
+    page.write_bytes(EXCEL_WEB_PAGE.encode("cp1252"))  # in the charset its <meta> declares
+    assert read_document(page) == ("Q3 sales", "Region | Revenue\n\nRegion: North | Revenue: 2.3 M \u20ac")
+    assert DocumentText.read(page).suffix == ".html"  # chunked as a page, not as a table's records
+    delimited = tmp_path / "export.xlsx"
+    delimited.write_text("Region;Revenue\nNorth;2.3 M\n", encoding="utf-8")
+    assert read_document(delimited)[1] == "Region: North\nRevenue: 2.3 M"
+    assert DocumentText.read(delimited).suffix == ".csv"
+
+
+def test_rich_text_and_renamed_packages_are_read_by_their_own_readers(tmp_path):
+    rich = tmp_path / "memo.doc"
+    rich.write_text(r"{\rtf1\ansi{\fonttbl\f0 Arial;}\f0 Refunds take 30 days.\par}", encoding="ascii")
+    assert read_document(rich) == ("memo", "Refunds take 30 days.")
+    older = tmp_path / "handbook.docx"  # a Word 97-2003 file renamed
+    shutil.copy(FIXTURES / "store-handbook.doc", older)
+    assert read_document(older)[0] == "Store handbook"
+    deck = tmp_path / "review.pptx"  # a PowerPoint 97-2003 file renamed
+    shutil.copy(FIXTURES / "quarterly-review.ppt", deck)
+    assert read_document(deck)[0] == "Quarterly review, finance team"
+    docx = pytest.importorskip("docx")
+    newer = tmp_path / "letter.doc"  # a .docx renamed
+    document = docx.Document()
+    document.add_paragraph("Refunds take 30 days.")
+    document.save(str(newer))
+    assert read_document(newer)[1] == "Refunds take 30 days."
+
+
+def test_only_office_names_are_second_guessed_and_unknown_content_keeps_its_reader(tmp_path):
+    page = tmp_path / "notes.txt"
+    page.write_text("<html><body>not read as a page: a .txt file is text</body></html>", encoding="utf-8")
+    assert content_suffix(page, ".txt") == ".txt"
+    text = tmp_path / "notes.doc"
+    text.write_text("Plain text is no Word document\nand not a table either\n", encoding="utf-8")
+    assert content_suffix(text, ".doc") == ".doc"
+    with pytest.raises(DataError, match=r"notes\.doc: not a Word 97-2003 document"):
+        read_document(text)
+    assert content_suffix(tmp_path / "missing.doc", ".doc") == ".doc"  # the reader says what is wrong
