@@ -1,17 +1,20 @@
 """Which reader an office file needs, told by what it holds rather than by its name.
 
 Office files are misnamed all the time, mostly by programs: Confluence's "Export to Word" writes a web archive
-(MHTML) named ``.doc``; report tools and web apps write an HTML table, or comma-separated text, named ``.xls`` so that
-Excel opens it; older systems save Rich Text as ``.doc``; a user renames ``report.docx`` to ``report.doc``. Excel and
-Word open all of these, so their users never notice. A reader chosen by the name would call each a damaged file; the
-file is read as what its first bytes say instead (an OLE compound file, a zip package, Rich Text, a web archive, an
-HTML page, delimited text), and the name decides only between formats of the same family.
+(MHTML) named ``.doc``; report tools and web apps write an HTML table, an XML Spreadsheet 2003 file or
+comma-separated text named ``.xls`` so that Excel opens it; older systems save Rich Text as ``.doc``; a user renames
+``report.docx`` to ``report.doc``. Excel and Word open all of these, so their users never notice. A reader chosen by
+the name would call each a damaged file; the file is read as what its first bytes say instead (an OLE compound file,
+a zip package, Rich Text, a web archive, an HTML page, delimited text), and the name decides only between formats of
+the same family.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from pipeline.retrieval.spreadsheetml_text import is_spreadsheetml
 
 __all__ = ["content_suffix"]
 
@@ -48,6 +51,8 @@ def content_suffix(path: Path, suffix: str) -> str:
     lines = text.replace(b"\r\n", b"\n")
     if (header := MIME_HEADER.match(lines)) is not None and re.search(rb"(?im)^mime-version:", header.group()):
         return ".mht"  # a web archive, as Word's "Web Page" and Confluence's Word export write it
+    if suffix in SPREADSHEETS and is_spreadsheetml(head):
+        return ".xls"  # an XML Spreadsheet 2003 file, which the .xls reader reads
     if HTML_START.match(text):
         return ".html"
     if suffix in SPREADSHEETS and text and set(head) <= TEXT_BYTES and b"\n" in text:

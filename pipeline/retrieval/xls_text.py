@@ -18,6 +18,8 @@ from typing import Any
 
 from models.deps import require
 from models.errors import DataError
+from pipeline.retrieval.file_kinds import HEAD_BYTES
+from pipeline.retrieval.spreadsheetml_text import is_spreadsheetml, spreadsheetml_to_text
 from pipeline.retrieval.table_text import workbook_records
 from pipeline.retrieval.xlsx_text import cell_text
 
@@ -27,7 +29,11 @@ EMPTY, TEXT, NUMBER, DATE, BOOLEAN, ERROR, BLANK = range(7)  # xlrd's cell types
 
 
 def xls_to_text(path: Path) -> tuple[str, str]:
-    """("", records) of the visible sheets of the workbook in ``path`` (xlrd does not read its Title property)."""
+    """("", records) of the visible sheets of the workbook in ``path`` (xlrd does not read its Title property); an XML
+    Spreadsheet 2003 file under this name is read as one (:mod:`pipeline.retrieval.spreadsheetml_text`)."""
+    with path.open("rb") as handle:
+        if is_spreadsheetml(handle.read(HEAD_BYTES)):
+            return spreadsheetml_to_text(path)
     xlrd = require("xlrd", "xlsx")
     try:
         book = xlrd.open_workbook(str(path), on_demand=True, logfile=io.StringIO())  # xlrd writes its warnings

@@ -19,7 +19,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 
-__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "check_part_size", "opened_zip", "part_bytes", "part_xml"]
+__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "check_part_size", "opened_zip", "part_bytes", "part_xml", "xml_root"]
 
 MAX_PART_BYTES = 64 * 2**20  # one part unpacked (a chapter, content.xml): more is a zip bomb, not a document
 MAX_DEPTH = 200  # elements nested deeper than this are a crafted file (documents nest a few dozen deep at most)
@@ -56,12 +56,18 @@ def part_xml(path: Path, archive: zipfile.ZipFile, member: str, damaged: str = "
              ) -> ElementTree.Element:
     """The parsed XML of ``member``; not well formed (or in an encoding Python does not know), or nested deeper than
     :data:`MAX_DEPTH`, is a DataError."""
+    return xml_root(part_bytes(path, archive, member, damaged), f"{path}: {member}", damaged)
+
+
+def xml_root(data: bytes, what: str, damaged: str = "the file is damaged") -> ElementTree.Element:
+    """``data`` parsed as XML (``what``: the file or part, for errors); not well formed (or in an encoding Python does
+    not know), or nested deeper than :data:`MAX_DEPTH`, is a DataError."""
     try:
-        root = ElementTree.fromstring(part_bytes(path, archive, member, damaged))
+        root = ElementTree.fromstring(data)
     except (ElementTree.ParseError, LookupError) as exc:
-        raise DataError(f"{path}: {member} is not well-formed XML ({exc}); {damaged}") from exc
+        raise DataError(f"{what} is not well-formed XML ({exc}); {damaged}") from exc
     if _deeper_than(root, MAX_DEPTH):
-        raise DataError(f"{path}: {member} nests elements more than {MAX_DEPTH} deep; not read")
+        raise DataError(f"{what} nests elements more than {MAX_DEPTH} deep; not read")
     return root
 
 
