@@ -58,6 +58,17 @@ def damaged_copies_read(whole: bytes, suffix: str, tmp_path, *, copies: int, see
     return read
 
 
+def ole_bytes(streams: dict[str, bytes]) -> bytes:
+    """An OLE compound file holding ``streams`` at its root, written by another implementation of the format
+    (aspose-email-foss's CFB writer), so that the readers are checked against the format, not against themselves."""
+    from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
+
+    root = CFBStorage("Root Entry")
+    for name, data in streams.items():
+        root.add_stream(CFBStream(name, data))
+    return CFBWriter.to_bytes(CFBDocument(root))
+
+
 def assert_needs_extra(path, module: str, extra: str, monkeypatch) -> None:
     """Read without ``module`` installed, ``path`` is a MissingDependencyError naming ``extra``: one file's problem,
     which `crag index add --skip-errors` passes over."""

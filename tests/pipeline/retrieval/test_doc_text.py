@@ -6,12 +6,11 @@ import time
 from pathlib import Path
 
 import pytest
-from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
 
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.strips import strips_with_sections
-from tests.pipeline.conftest import assert_needs_extra, damaged_copies_read
+from tests.pipeline.conftest import assert_needs_extra, damaged_copies_read, ole_bytes
 
 # python-docx's document (Title and heading styles, a hyperlink field, Greek and Cyrillic text, a table whose first
 # row Word repeats as a header row and a cell of two paragraphs, bulleted and numbered lists, a page header and footer)
@@ -63,12 +62,10 @@ def word_document(pieces: list[tuple[str, bool]], *, prc: bytes = b"", summary: 
     fib += struct.pack("<H", 14) + b"\x00" * 28 + struct.pack("<H22i", 22, *longs)
     fib += struct.pack(f"<H{2 * 93}I", 93, *fc_lcb)
     body[: len(fib)] = fib
-    root = CFBStorage("Root Entry")
-    root.add_stream(CFBStream("WordDocument", bytes(body)))
-    root.add_stream(CFBStream("1Table", clx.ljust(4096, b"\x00")))
+    streams = {"WordDocument": bytes(body), "1Table": clx.ljust(4096, b"\x00")}
     if summary:
-        root.add_stream(CFBStream("\x05SummaryInformation", summary.ljust(4096, b"\x00")))
-    return CFBWriter.to_bytes(CFBDocument(root))
+        streams["\x05SummaryInformation"] = summary.ljust(4096, b"\x00")
+    return ole_bytes(streams)
 
 
 def test_pieces_of_8_bit_and_unicode_text_read_in_order_with_fields_by_their_result(tmp_path):
@@ -126,9 +123,7 @@ def test_files_that_are_not_word_97_documents_are_errors_naming_them(tmp_path):
     with pytest.raises(DataError, match=r"scan\.doc: not a Word 97-2003 document .* named \.docx"):
         read_document(binary)
     workbook = tmp_path / "book.doc"
-    root = CFBStorage("Root Entry")
-    root.add_stream(CFBStream("Workbook", b"\x00" * 600))
-    CFBWriter.write_file(CFBDocument(root), workbook)
+    workbook.write_bytes(ole_bytes({"Workbook": b"\x00" * 600}))
     with pytest.raises(DataError, match=r"book\.doc: an OLE compound file without a Word document"):
         read_document(workbook)
     data = bytearray(STORE_HANDBOOK.read_bytes())

@@ -6,7 +6,6 @@ from datetime import datetime, timedelta, timezone
 
 import compressed_rtf
 import pytest
-from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
 from aspose.email_foss.msg import (
     RECIPIENT_TYPE_BCC,
     RECIPIENT_TYPE_CC,
@@ -19,7 +18,7 @@ from aspose.email_foss.msg import PropertyTypeCode as Type
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.strips import strips_with_sections
-from tests.pipeline.conftest import assert_needs_extra, damaged_copies_read
+from tests.pipeline.conftest import assert_needs_extra, damaged_copies_read, ole_bytes
 
 REPLY = ("Hi Bob,\r\n\r\nThe refund window is 30 days from delivery; after that we offer store credit.\r\n\r\n"
          "On Mon, 4 Mar 2024 at 09:12, Bob <bob@example.com> wrote:\r\n> What is the refund window for damaged items?"
@@ -127,9 +126,7 @@ def test_files_that_are_not_outlook_messages_are_errors_naming_them(tmp_path):
     with pytest.raises(DataError, match=r"notes\.msg: not an Outlook message .*\.eml"):
         read_document(not_ole)
     word = tmp_path / "report.msg"  # an OLE compound file, but a Word document's, not a message's
-    root = CFBStorage("Root Entry")
-    root.add_stream(CFBStream("WordDocument", b"\x00" * 600))
-    CFBWriter.write_file(CFBDocument(root), word)
+    word.write_bytes(ole_bytes({"WordDocument": b"\x00" * 600}))
     with pytest.raises(DataError, match=r"report\.msg: an OLE compound file without an Outlook message"):
         read_document(word)
     message = outlook_message("Refunds", "The refund window is 30 days. " * 200)

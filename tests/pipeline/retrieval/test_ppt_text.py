@@ -5,12 +5,11 @@ import struct
 from pathlib import Path
 
 import pytest
-from aspose.email_foss.cfb import CFBDocument, CFBStorage, CFBStream, CFBWriter
 
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.strips import strips_with_sections
-from tests.pipeline.conftest import assert_needs_extra, damaged_copies_read
+from tests.pipeline.conftest import assert_needs_extra, damaged_copies_read, ole_bytes
 
 # python-pptx's deck (a title slide, a titled outline of two levels with Greek and Cyrillic text, a text box and
 # speaker notes, an untitled slide with a table and a grouped text box, a titled slide with a picture, an empty slide)
@@ -119,10 +118,8 @@ def deck(*, token: int = 0xE391C05F, loop: bool = False) -> bytes:
     stream += record(4085, struct.pack("<IHBBIIIIHH", 256, 0, 0, 3, newest if loop else at["edit"],
                                        at["directory2"], 1, 5, 1, 0))
     current_user = record(4086, struct.pack("<III", 0x14, token, newest) + b"\x00" * 16)
-    root = CFBStorage("Root Entry")
-    root.add_stream(CFBStream("PowerPoint Document", bytes(stream).ljust(4096, b"\x00")))
-    root.add_stream(CFBStream("Current User", current_user.ljust(4096, b"\x00")))
-    return CFBWriter.to_bytes(CFBDocument(root))
+    return ole_bytes({"PowerPoint Document": bytes(stream).ljust(4096, b"\x00"),
+                      "Current User": current_user.ljust(4096, b"\x00")})
 
 
 def test_the_newest_copy_of_each_slide_is_read_in_the_slide_lists_order_with_texts_it_refers_to(tmp_path):
@@ -155,9 +152,7 @@ def test_files_that_are_not_powerpoint_97_decks_are_errors_naming_them(tmp_path)
     with pytest.raises(DataError, match=r"review\.ppt: not a PowerPoint 97-2003 presentation .* named \.pptx"):
         read_document(newer)
     document = tmp_path / "letter.ppt"
-    root = CFBStorage("Root Entry")
-    root.add_stream(CFBStream("WordDocument", b"\x00" * 600))
-    CFBWriter.write_file(CFBDocument(root), document)
+    document.write_bytes(ole_bytes({"WordDocument": b"\x00" * 600}))
     with pytest.raises(DataError, match=r"letter\.ppt: an OLE compound file without a PowerPoint presentation"):
         read_document(document)
 
