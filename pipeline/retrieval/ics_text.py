@@ -13,11 +13,11 @@ that each is a strip of its own, quoted under the event's name)::
     Attendees: Bob <bob@example.com>, carol@example.com
 
 (blank lines between them left out here), then its description. A cancelled event says so in its heading, a moved
-occurrence of a repeating one says which it replaces ("Instead of: ..."), an all-day event names its days. To-dos
-read the same way (``## To do: ...``, ``Due: ...``), journal entries as their summary and text; time zone
-definitions and alarms are not content. The calendar's name (``X-WR-CALNAME``) names the document, else its only
-event's summary. A line that is not a content line (damaged) is left out; a file that is not an iCalendar file, or
-whose components no longer nest, is an error.
+occurrence of a repeating one says which it replaces ("Instead of: ..."), and one repeating with exceptions names
+them ("Except: ...", "Also: ..."); an all-day event names its days. To-dos read the same way (``## To do: ...``,
+``Due: ...``), journal entries as their summary and text; time zone definitions and alarms are not content. The
+calendar's name (``X-WR-CALNAME``) names the document, else its only event's summary. A line that is not a content
+line (damaged) is left out; a file that is not an iCalendar file, or whose components no longer nest, is an error.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ FREQUENCIES = {"SECONDLY": ("every second", "seconds"), "MINUTELY": ("every minu
                "HOURLY": ("hourly", "hours"), "DAILY": ("daily", "days"), "WEEKLY": ("weekly", "weeks"),
                "MONTHLY": ("monthly", "months"), "YEARLY": ("yearly", "years")}
 KINDS = {"VEVENT": "", "VTODO": "To do: ", "VJOURNAL": "Journal: "}
-MAX_ATTENDEES = 20  # named; the rest counted
+MAX_ATTENDEES = MAX_DATES = 20  # named; the rest counted
 
 
 def ics_to_text(raw: str) -> tuple[str, str]:
@@ -99,6 +99,11 @@ def _component_text(component: Any, cancelled: bool) -> tuple[str, str]:
         lines.append(f"Due: {_span(due[0], None, due[1])}")
     if isinstance(rule := _value(component, "RRULE"), dict) and (repeats := _repeats(rule)):
         lines.append(f"Repeats: {repeats}")
+    for name, word in (("RDATE", "Also"), ("EXDATE", "Except")):
+        if days := _dates(component, name):
+            more = len(days) - MAX_DATES
+            lines.append(f"{word}: " + ", ".join(_span(day, None, "") for day in days[:MAX_DATES])
+                         + (f" and {more} more" if more > 0 else ""))
     if (replaced := _time(component, "RECURRENCE-ID"))[0] is not None:
         lines.append(f"Instead of: {_span(replaced[0], None, replaced[1])}")
     if where := one_line(str(component.get("LOCATION") or "")):
@@ -124,6 +129,17 @@ def _value(component: Any, name: str) -> Any:
         return component.decoded(name)
     except Exception:  # icalendar raises its own errors for a broken property
         return None
+
+
+def _dates(component: Any, name: str) -> list[date]:
+    """The dates or times of a list property (EXDATE, RDATE; it may appear on several lines); [] when absent or
+    malformed."""
+    try:
+        found = component.get(name)
+        lists = found if isinstance(found, list) else [found] if found is not None else []
+        return [value.dt for listed in lists for value in listed.dts if isinstance(value.dt, date)]
+    except Exception:  # icalendar raises its own errors for a broken property
+        return []
 
 
 def _time(component: Any, name: str) -> tuple[date | None, str]:

@@ -28,6 +28,9 @@ SUMMARY:Refund policy review
 DTSTART;TZID=Europe/Berlin:20240305T140000
 DTEND;TZID=Europe/Berlin:20240305T150000
 RRULE:FREQ=WEEKLY;INTERVAL=2;BYDAY=TU,TH;UNTIL=20240430T000000Z
+EXDATE;TZID=Europe/Berlin:20240312T140000,20240314T140000
+EXDATE;TZID=Europe/Berlin:20240402T140000
+RDATE;VALUE=DATE:20240410
 LOCATION:Room 4.2\\, Building B
 ORGANIZER;CN=Alice Smith:mailto:alice@example.com
 ATTENDEE;CN=Bob;ROLE=REQ-PARTICIPANT:mailto:bob@example.com
@@ -79,6 +82,8 @@ def test_a_team_calendar_reads_event_by_event(tmp_path):
         "## Refund policy review",
         "When: Tue, 05 Mar 2024 14:00-15:00 (Europe/Berlin)",
         "Repeats: every 2 weeks on Tuesday and Thursday, until Tue, 30 Apr 2024",
+        "Also: Wed, 10 Apr 2024 (all day)",
+        "Except: Tue, 12 Mar 2024 14:00, Thu, 14 Mar 2024 14:00, Tue, 02 Apr 2024 14:00",  # on two lines
         "Where: Room 4.2, Building B",  # escapes undone
         "Organizer: Alice Smith <alice@example.com>",
         "Attendees: Bob <bob@example.com>, carol@example.com",
