@@ -174,12 +174,12 @@ def _calendar_parts(part: MIMEPart) -> Iterator[MIMEPart]:
 
 
 def _invitation(part: MIMEPart) -> str:
-    """An invitation's calendar part read as an .ics file is, its events a level below the message's heading; ''
-    when it cannot be read (logged)."""
-    from pipeline.retrieval.ics_text import ics_to_text  # (it imports this module)
+    """An invitation's calendar part read as an .ics file is, each event a paragraph of the message ("Event: ...",
+    "When: ...", "Where: ..." lines); '' when it cannot be read (logged)."""
+    from pipeline.retrieval.ics_text import calendar_records  # (it imports this module)
 
     try:
-        return headings_down(ics_to_text(part_text(part))[1], 1)
+        return "\n\n".join(calendar_records(part_text(part))[1])
     except (DataError, MissingDependencyError) as exc:
         logger.info("calendar part not read: %s", exc)
         return ""

@@ -2,22 +2,24 @@
 icalendar (in the ``rag`` extra).
 
 Read raw, a calendar is property lines (``DTSTART;TZID=Europe/Berlin:20240305T140000``), escapes and time zone
-rules. Each event is written as a section instead, what a reader of the invitation looks for a paragraph each (so
-that each is a strip of its own, quoted under the event's name)::
+rules. Each event is written as a record instead, as a table's row is (:mod:`pipeline.retrieval.table_text`): what a
+reader of the invitation looks for, a ``name: value`` line each, so that the event is one chunk and one strip,
+graded and quoted whole (a line "Where: Room 4.2" alone would not say what takes place there)::
 
-    ## Refund policy review
+    Event: Refund policy review
     When: Tue, 05 Mar 2024 14:00-15:00 (Europe/Berlin)
     Repeats: every 2 weeks on Tuesday and Thursday, until Tue, 30 Apr 2024
     Where: Room 4.2, Building B
     Organizer: Alice Smith <alice@example.com>
     Attendees: Bob <bob@example.com>, carol@example.com
+    Description: Agenda: ...
 
-(blank lines between them left out here), then its description. A cancelled event says so in its heading, a moved
-occurrence of a repeating one says which it replaces ("Instead of: ..."), and one repeating with exceptions names
-them ("Except: ...", "Also: ..."); an all-day event names its days. To-dos read the same way (``## To do: ...``,
-``Due: ...``), journal entries as their summary and text; time zone definitions and alarms are not content. The
-calendar's name (``X-WR-CALNAME``) names the document, else its only event's summary. A line that is not a content
-line (damaged) is left out; a file that is not an iCalendar file, or whose components no longer nest, is an error.
+A cancelled event says so ("Event: Standup (cancelled)"), a moved occurrence of a repeating one says which it
+replaces ("Instead of: ..."), one repeating with exceptions names them ("Except: ...", "Also: ..."), an all-day event
+names its days; attendees past 20 are counted. To-dos read the same way ("To do: ...", "Due: ..."), journal entries
+as their summary and text; time zone definitions and alarms are not content. The calendar's name
+(``X-WR-CALNAME``) names the document, else its only entry's summary. A line that is not a content line (damaged) is
+left out; a file that is not an iCalendar file, or whose components no longer nest, is an error.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from typing import Any
 from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.email_text import one_line, person
+from pipeline.retrieval.table_text import join_records, record_lines
 
-__all__ = ["ics_to_text"]
+__all__ = ["calendar_records", "ics_to_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +50,19 @@ ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", -1: "l
 FREQUENCIES = {"SECONDLY": ("every second", "seconds"), "MINUTELY": ("every minute", "minutes"),
                "HOURLY": ("hourly", "hours"), "DAILY": ("daily", "days"), "WEEKLY": ("weekly", "weeks"),
                "MONTHLY": ("monthly", "months"), "YEARLY": ("yearly", "years")}
-KINDS = {"VEVENT": "", "VTODO": "To do: ", "VJOURNAL": "Journal: "}
+KINDS = {"VEVENT": "Event", "VTODO": "To do", "VJOURNAL": "Journal"}
 MAX_ATTENDEES = MAX_DATES = 20  # named; the rest counted
 
 
 def ics_to_text(raw: str) -> tuple[str, str]:
-    """(title, text) of an iCalendar file's text: its calendar name, else its only event's summary ('' when
-    neither), and its events, to-dos and journal entries as sections."""
+    """(title, records) of an iCalendar file's text: its calendar name, else its only entry's summary ('' when
+    neither), and its events, to-dos and journal entries, one record each (``RECORD_SEPARATOR`` between)."""
+    title, records = calendar_records(raw)
+    return title, join_records(records)
+
+
+def calendar_records(raw: str) -> tuple[str, list[str]]:
+    """(title, one record per event, to-do or journal entry) of an iCalendar file's text."""
     icalendar = require("icalendar", "rag")
     if "BEGIN:VCALENDAR" not in raw[:4096].upper():
         raise DataError("not an iCalendar file (it does not begin a VCALENDAR); an .ics file is a calendar "
@@ -66,7 +75,7 @@ def ics_to_text(raw: str) -> tuple[str, str]:
         calendars = icalendar.Calendar.from_ical("\r\n".join(content), multiple=True)
     except Exception as exc:  # icalendar raises ValueError, KeyError... for lines it cannot parse
         raise DataError(f"not a readable iCalendar file ({type(exc).__name__}: {exc})") from exc
-    blocks: list[str] = []
+    records: list[str] = []
     summaries: list[str] = []
     name = ""
     for calendar in calendars:
@@ -74,51 +83,49 @@ def ics_to_text(raw: str) -> tuple[str, str]:
         cancelled = str(calendar.get("METHOD") or "").upper() == "CANCEL"
         for component in calendar.subcomponents:
             if component.name in KINDS:
-                summary, block = _component_text(component, cancelled)
+                summary, record = _component_record(component, cancelled)
                 summaries.append(summary)
-                blocks.append(block)
-    title = name or (summaries[0] if len(summaries) == 1 else "")
-    return title, "\n\n".join(blocks)
+                records.append(record)
+    return name or (summaries[0] if len(summaries) == 1 else ""), records
 
 
-def _component_text(component: Any, cancelled: bool) -> tuple[str, str]:
-    """(summary, section) of one event, to-do or journal entry."""
+def _component_record(component: Any, cancelled: bool) -> tuple[str, str]:
+    """(summary, record) of one event, to-do or journal entry."""
     summary = one_line(str(component.get("SUMMARY") or ""))
     status = str(component.get("STATUS") or "").upper()
-    heading = KINDS[component.name] + (summary or "Untitled")
-    if cancelled or status == "CANCELLED":
-        heading += " (cancelled)"
+    what = (summary or "untitled") + (" (cancelled)" if cancelled or status == "CANCELLED" else "")
+    fields = [(KINDS[component.name], what)]
     start, zone = _time(component, "DTSTART")
     end = _time(component, "DTEND")[0]
     if end is None and isinstance(start, date) and isinstance(duration := _value(component, "DURATION"), timedelta):
         end = start + duration
-    lines = []
     if start is not None:
-        lines.append(f"When: {_span(start, end, zone)}")
+        fields.append(("When", _span(start, end, zone)))
     if (due := _time(component, "DUE"))[0] is not None:
-        lines.append(f"Due: {_span(due[0], None, due[1])}")
-    if isinstance(rule := _value(component, "RRULE"), dict) and (repeats := _repeats(rule)):
-        lines.append(f"Repeats: {repeats}")
+        fields.append(("Due", _span(due[0], None, due[1])))
+    if isinstance(rule := _value(component, "RRULE"), dict):
+        fields.append(("Repeats", _repeats(rule)))
     for name, word in (("RDATE", "Also"), ("EXDATE", "Except")):
-        if days := _dates(component, name):
-            more = len(days) - MAX_DATES
-            lines.append(f"{word}: " + ", ".join(_span(day, None, "") for day in days[:MAX_DATES])
-                         + (f" and {more} more" if more > 0 else ""))
+        days = _dates(component, name)
+        fields.append((word, _listed([_span(day, None, "") for day in days], MAX_DATES)))
     if (replaced := _time(component, "RECURRENCE-ID"))[0] is not None:
-        lines.append(f"Instead of: {_span(replaced[0], None, replaced[1])}")
-    if where := one_line(str(component.get("LOCATION") or "")):
-        lines.append(f"Where: {where}")
-    if (organizer := component.get("ORGANIZER")) is not None and (who := _person(organizer)):
-        lines.append(f"Organizer: {who}")
+        fields.append(("Instead of", _span(replaced[0], None, replaced[1])))
+    fields.append(("Where", one_line(str(component.get("LOCATION") or ""))))
+    if (organizer := component.get("ORGANIZER")) is not None:
+        fields.append(("Organizer", _person(organizer)))
     attendees = component.get("ATTENDEE")
-    attendees = [a for a in (attendees if isinstance(attendees, list) else [attendees] if attendees else [])]
-    names = [who for attendee in attendees if (who := _person(attendee))]
-    if names:
-        more = len(names) - MAX_ATTENDEES
-        lines.append("Attendees: " + ", ".join(names[:MAX_ATTENDEES]) + (f" and {more} more" if more > 0 else ""))
+    attendees = attendees if isinstance(attendees, list) else [attendees] if attendees is not None else []
+    fields.append(("Attendees", _listed([who for attendee in attendees if (who := _person(attendee))],
+                                        MAX_ATTENDEES)))
     description = "\n".join(line.rstrip() for line in str(component.get("DESCRIPTION") or "").splitlines()).strip()
-    parts = [f"## {heading}", *lines, description]  # a paragraph each: "Where: ..." is a strip of its own
-    return summary, "\n\n".join(part for part in parts if part)
+    fields.append(("Description", description))
+    return summary, record_lines(fields)
+
+
+def _listed(items: list[str], limit: int) -> str:
+    """At most ``limit`` items, the rest counted ("a, b and 3 more")."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def _value(component: Any, name: str) -> Any:

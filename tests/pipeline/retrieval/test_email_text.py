@@ -208,13 +208,13 @@ def test_an_invitation_reads_its_events_once_under_the_message(tmp_path):
     path.write_bytes(bytes(mail))
     assert read_document(path)[1] == (
         "## From Alice <alice@example.com>, to Bob <bob@example.com>, on Mon, 04 Mar 2024 10:00:00 +0000\n\n"
-        "You have been invited.\n\n### Refund policy review\n\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)\n\n"
-        "Where: Room 4.2\n\nAttachments: invite.ics")
+        "You have been invited.\n\nEvent: Refund policy review\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)\n"
+        "Where: Room 4.2\n\nAttachments: invite.ics")  # the event one paragraph: one strip, title and all
     other = message(From="Alice <alice@example.com>", Subject="Next review")
     other.set_content("The next one.")
     other.add_attachment(INVITATION.replace("Room 4.2", "Room 5").encode(), maintype="text", subtype="calendar",
                          filename="next.ics")  # only attached: read as an attached file is
     path.write_bytes(bytes(other))
     assert read_document(path)[1].endswith("Attachments: next.ics\n\n### Attachment: next.ics\n\n"
-                                           "##### Refund policy review\n\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)"
-                                           "\n\nWhere: Room 5")
+                                           "Event: Refund policy review\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)\n"
+                                           "Where: Room 5")

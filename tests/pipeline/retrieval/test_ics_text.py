@@ -5,8 +5,8 @@ import random
 import pytest
 
 from models.errors import DataError
-from pipeline.retrieval.documents import chunk_text, read_document
-from pipeline.retrieval.strips import strips_with_sections
+from pipeline.retrieval.archives import DocumentText
+from pipeline.retrieval.documents import chunk_text, is_record_metadata, read_document
 from tests.pipeline.conftest import assert_needs_extra
 
 TEAM_CALENDAR = """\
@@ -73,32 +73,34 @@ END:VCALENDAR
 """.replace("\n", "\r\n")
 
 
-def test_a_team_calendar_reads_event_by_event(tmp_path):
+def test_a_team_calendar_reads_as_one_record_per_event(tmp_path):
     path = tmp_path / "team.ics"
     path.write_text(TEAM_CALENDAR, encoding="utf-8", newline="")
     title, text = read_document(path)
     assert title == "Support team"
-    assert text.split("\n\n") == [
-        "## Refund policy review",
-        "When: Tue, 05 Mar 2024 14:00-15:00 (Europe/Berlin)",
-        "Repeats: every 2 weeks on Tuesday and Thursday, until Tue, 30 Apr 2024",
-        "Also: Wed, 10 Apr 2024 (all day)",
-        "Except: Tue, 12 Mar 2024 14:00, Thu, 14 Mar 2024 14:00, Tue, 02 Apr 2024 14:00",  # on two lines
-        "Where: Room 4.2, Building B",  # escapes undone
-        "Organizer: Alice Smith <alice@example.com>",
-        "Attendees: Bob <bob@example.com>, carol@example.com",
-        "Agenda:\n- the new refund window of 30 days\n- store credit",  # the folded line joined; the alarm left out
-        "## Refund policy review",  # a moved occurrence: its own time, and which one it replaces
-        "When: Wed, 20 Mar 2024 09:00-10:30 (Europe/Berlin)", "Instead of: Tue, 19 Mar 2024 14:00 (Europe/Berlin)",
-        "## Company offsite (cancelled)",
-        "When: Mon, 10 Jun 2024 - Wed, 12 Jun 2024 (all day)",  # the end date is exclusive
-        "## Release retro",
-        "When: Fri, 29 Mar 2024 16:00 - Sat, 30 Mar 2024 10:00 (UTC)", "Repeats: monthly on the last Friday, 3 times",
-        "## To do: Update the refund page", "Due: Fri, 01 Mar 2024 17:00 (UTC)",
+    assert text.split("\n\x1e\n") == [
+        "Event: Refund policy review\n"
+        "When: Tue, 05 Mar 2024 14:00-15:00 (Europe/Berlin)\n"
+        "Repeats: every 2 weeks on Tuesday and Thursday, until Tue, 30 Apr 2024\n"
+        "Also: Wed, 10 Apr 2024 (all day)\n"
+        "Except: Tue, 12 Mar 2024 14:00, Thu, 14 Mar 2024 14:00, Tue, 02 Apr 2024 14:00\n"  # given on two lines
+        "Where: Room 4.2, Building B\n"  # escapes undone
+        "Organizer: Alice Smith <alice@example.com>\n"
+        "Attendees: Bob <bob@example.com>, carol@example.com\n"
+        "Description: Agenda:\n- the new refund window of 30 days\n- store credit",  # folded line joined; no alarm
+        # a moved occurrence: its own time, and which one it replaces
+        "Event: Refund policy review\nWhen: Wed, 20 Mar 2024 09:00-10:30 (Europe/Berlin)\n"
+        "Instead of: Tue, 19 Mar 2024 14:00 (Europe/Berlin)",
+        "Event: Company offsite (cancelled)\nWhen: Mon, 10 Jun 2024 - Wed, 12 Jun 2024 (all day)",  # end exclusive
+        "Event: Release retro\nWhen: Fri, 29 Mar 2024 16:00 - Sat, 30 Mar 2024 10:00 (UTC)\n"
+        "Repeats: monthly on the last Friday, 3 times",
+        "To do: Update the refund page\nDue: Fri, 01 Mar 2024 17:00 (UTC)",
     ]
     assert "TZOFFSET" not in text and "Reminder" not in text
-    assert ("Where: Room 4.2, Building B", "Refund policy review") in [
-        strip for chunk in chunk_text(text) for strip in strips_with_sections(chunk)]
+    chunks = chunk_text(text)
+    assert len(chunks) == 5 and chunks[0].startswith("Event: Refund policy review\n")  # an event is a chunk
+    document = DocumentText.read(path)
+    assert document.suffix == ".ics" and is_record_metadata({"format": "ics"})  # graded and quoted whole
 
 
 def test_an_invitation_is_named_by_its_event_and_malformed_lines_lose_only_themselves(tmp_path):
@@ -106,7 +108,7 @@ def test_an_invitation_is_named_by_its_event_and_malformed_lines_lose_only_thems
     path.write_text("BEGIN:VCALENDAR\nVERSION:2.0\nMETHOD:CANCEL\nBEGIN:VEVENT\nSUMMARY:Standup\nDTSTART:notadate\n"
                     "RRULE:FREQ=SOMETIMES\nthis line is not a property\nLOCATION:Room 1\nEND:VEVENT\nEND:VCALENDAR\n",
                     encoding="utf-8")
-    assert read_document(path) == ("Standup", "## Standup (cancelled)\n\nWhere: Room 1")  # METHOD:CANCEL
+    assert read_document(path) == ("Standup", "Event: Standup (cancelled)\nWhere: Room 1")  # METHOD:CANCEL
 
 
 def test_files_that_are_not_calendars_are_errors_naming_them(tmp_path):
