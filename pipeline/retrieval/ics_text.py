@@ -34,7 +34,7 @@ from models.errors import DataError
 from pipeline.retrieval.email_text import one_line, person
 from pipeline.retrieval.table_text import join_records, record_lines
 
-__all__ = ["calendar_records", "ics_to_text"]
+__all__ = ["calendar_records", "ics_to_text", "time_span"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,16 +100,16 @@ def _component_record(component: Any, cancelled: bool) -> tuple[str, str]:
     if end is None and isinstance(start, date) and isinstance(duration := _value(component, "DURATION"), timedelta):
         end = start + duration
     if start is not None:
-        fields.append(("When", _span(start, end, zone)))
+        fields.append(("When", time_span(start, end, zone)))
     if (due := _time(component, "DUE"))[0] is not None:
-        fields.append(("Due", _span(due[0], None, due[1])))
+        fields.append(("Due", time_span(due[0], None, due[1])))
     if isinstance(rule := _value(component, "RRULE"), dict):
         fields.append(("Repeats", _repeats(rule)))
     for name, word in (("RDATE", "Also"), ("EXDATE", "Except")):
         days = _dates(component, name)
-        fields.append((word, _listed([_span(day, None, "") for day in days], MAX_DATES)))
+        fields.append((word, _listed([time_span(day, None, "") for day in days], MAX_DATES)))
     if (replaced := _time(component, "RECURRENCE-ID"))[0] is not None:
-        fields.append(("Instead of", _span(replaced[0], None, replaced[1])))
+        fields.append(("Instead of", time_span(replaced[0], None, replaced[1])))
     fields.append(("Where", one_line(str(component.get("LOCATION") or ""))))
     if (organizer := component.get("ORGANIZER")) is not None:
         fields.append(("Organizer", _person(organizer)))
@@ -161,7 +161,7 @@ def _time(component: Any, name: str) -> tuple[date | None, str]:
     return value, "UTC" if isinstance(value, datetime) and value.utcoffset() == timedelta(0) else ""
 
 
-def _span(start: Any, end: Any, zone: str) -> str:
+def time_span(start: Any, end: Any, zone: str) -> str:
     """``start`` to ``end`` as a reader says it: one day's times once ("Tue, 05 Mar 2024 14:00-15:00"), all-day
     dates by their days (an end date is exclusive in iCalendar), the zone after."""
     if not isinstance(start, date):

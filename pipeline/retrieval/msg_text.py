@@ -5,11 +5,12 @@ or binary property (``__substg1.0_<id><type>``), the fixed-size ones (dates, num
 storage per recipient and per attachment, and a forwarded message attached whole as a storage of its own. It is read
 into the same shape as an ``.eml`` file (:mod:`pipeline.retrieval.email_text`): the subject titles the document, a
 heading says who wrote to whom and when (``## From Alice <a@example.com>, to Bob <b@example.com>, on Mon, 04 Mar
-2024 10:00:00 +0000``; a meeting request or appointment adds when it starts and ends, and where), and the body
-follows without quoted lines or signature. The body is the HTML one read as a page (Outlook's own plain-text copy of
-an HTML message follows every link with its address), else the plain-text one, else the compressed RTF one
-(``compressed-rtf``) read as Rich Text. Attachments are named, those of a type crag reads are read after the body
-under ``### Attachment: name``, and an attached message is read after them as a forwarded one.
+2024 10:00:00 +0000``; then a meeting request or appointment as an event, written as a calendar's are: "Event: ...",
+"When: ...", "Where: ..."), and the body follows without quoted lines or signature. The body is the HTML one read as
+a page (Outlook's own plain-text copy of an HTML message follows every link with its address), else the plain-text
+one, else the compressed RTF one (``compressed-rtf``) read as Rich Text. Attachments are named, those of a type crag
+reads are read after the body under ``### Attachment: name``, and an attached message is read after them as a
+forwarded one.
 
 Strings are UTF-16 in Unicode messages and in the message's code page in older ANSI ones. A file that is not an
 OLE compound file, or one that is but holds no message (a Word .doc renamed), is an error naming it; so is a
@@ -32,8 +33,10 @@ from models.errors import DataError
 from pipeline.retrieval.code_pages import windows_codec
 from pipeline.retrieval.email_text import MAX_FORWARDS, attachment_block, one_line, person, without_quotes
 from pipeline.retrieval.html_text import html_to_text
+from pipeline.retrieval.ics_text import time_span
 from pipeline.retrieval.ole_files import ole_file
 from pipeline.retrieval.rtf_text import rtf_text
+from pipeline.retrieval.table_text import record_lines
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
 __all__ = ["msg_to_text"]
@@ -91,10 +94,12 @@ class _Message:
 
     def text(self) -> tuple[str, str]:
         subject = one_line(self.string(SUBJECT))
-        times = (("on", self.time(SUBMIT_TIME) or self.time(DELIVERY_TIME)), ("starts", self.time(START_TIME)),
-                 ("ends", self.time(END_TIME)), ("at", self.location()))
-        parts = [(word, value) for word, value in (("From", self.sender()), *self.recipients(), *times) if value]
+        sent = ("on", self.time(SUBMIT_TIME) or self.time(DELIVERY_TIME))
+        parts = [(word, value) for word, value in (("From", self.sender()), *self.recipients(), sent) if value]
         blocks = [f"## {', '.join(f'{word} {value}' for word, value in parts)}"] if parts else []
+        if (start := self.moment(START_TIME)) is not None:  # a meeting or appointment: one paragraph, as in a calendar
+            blocks.append(record_lines([("Event", subject), ("When", time_span(start, self.moment(END_TIME), "UTC")),
+                                        ("Where", self.location())]))
         if body := self.body():
             blocks.append(body)
         attached, read, forwarded = [], [], []
@@ -153,13 +158,18 @@ class _Message:
 
     def time(self, prop: int) -> str:
         """A time property of the message as an e-mail Date header writes it; '' when absent or out of range."""
+        moment = self.moment(prop)
+        return format_datetime(moment) if moment is not None else ""
+
+    def moment(self, prop: int) -> datetime | None:
+        """A time property of the message (UTC); None when absent or out of range."""
         value = self.fixed.get((prop, SYSTIME))
         if not value:
-            return ""
+            return None
         try:
-            return format_datetime(FILETIME_EPOCH + timedelta(microseconds=value // 10))
+            return FILETIME_EPOCH + timedelta(microseconds=value // 10)
         except OverflowError:
-            return ""
+            return None
 
     def body(self) -> str:
         """The HTML body read as a page, else the plain-text one, else the RTF one; quotes and signature left out.

@@ -101,8 +101,9 @@ def test_a_meeting_request_says_when_the_meeting_starts_and_ends_and_where(tmp_p
     message.set_named_property(MapiNamedProperty.numeric(0x8208, APPOINTMENT), Type.PTYP_STRING, " Room 4.2\r\n")
     path = tmp_path / "review.msg"
     message.save(path)
-    assert read_document(path)[1] == ("## From Alice Smith, on Mon, 04 Mar 2024 14:00:00 +0000, starts Tue, 05 Mar "
-                                      "2024 14:00:00 +0000, ends Tue, 05 Mar 2024 15:00:00 +0000, at Room 4.2\n\n"
+    assert read_document(path)[1] == ("## From Alice Smith, on Mon, 04 Mar 2024 14:00:00 +0000\n\n"
+                                      "Event: Refund policy review\nWhen: Tue, 05 Mar 2024 14:00-15:00 (UTC)\n"
+                                      "Where: Room 4.2\n\n"  # a paragraph of its own, as a calendar's events are
                                       "Agenda: the new refund window.")
 
 
