@@ -31,6 +31,7 @@ from pipeline.retrieval.notebook_text import notebook_to_text
 from pipeline.retrieval.odp_text import odp_to_text
 from pipeline.retrieval.ods_text import ods_to_text
 from pipeline.retrieval.odt_text import odt_to_text
+from pipeline.retrieval.office_variants import FAMILY
 from pipeline.retrieval.pdf_text import pdf_paragraphs
 from pipeline.retrieval.ppt_text import ppt_to_text
 from pipeline.retrieval.pptx_text import pptx_to_text
@@ -60,7 +61,9 @@ logger = logging.getLogger(__name__)
 SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", ".ipynb", ".html", ".htm", ".mht",
              ".mhtml", ".pdf",
              ".docx", ".doc", ".odt", ".pptx", ".ppt", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json",
-             ".jsonl", ".eml", ".mbox", ".msg", ".ics", ".epub", ".vtt", ".srt", ".rtf")
+             ".jsonl", ".eml", ".mbox", ".msg", ".ics", ".epub", ".vtt", ".srt", ".rtf",
+             ".docm", ".dotx", ".dotm", ".dot", ".xlsm", ".xltx", ".xltm", ".xlt", ".pptm", ".ppsx", ".ppsm", ".potx",
+             ".potm", ".pps", ".pot")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -296,6 +299,7 @@ FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".ppt": ppt_to_text, ".xlsx": xlsx_to_text, ".xls": xls_to_text, ".ods": ods_to_text, ".odp": odp_to_text,
     ".eml": eml_to_text, ".mbox": mbox_to_text, ".mht": mhtml_to_text, ".mhtml": mhtml_to_text, ".msg": msg_to_text,
     ".epub": epub_to_text, ".rtf": rtf_to_text}
+FILE_READERS |= {name: FILE_READERS[family] for name, family in FAMILY.items()}  # .docm, .dotx, .ppsx, .xlt...
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -18,6 +18,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
+from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["docx_to_text"]
@@ -30,7 +31,7 @@ def docx_to_text(path: Path) -> tuple[str, str]:
     paragraphs separated by blank lines."""
     docx = require("docx", "docx")
     try:
-        document = docx.Document(str(path))
+        document = docx.Document(plain_package(path))
     except Exception as exc:  # python-docx raises zipfile, lxml and its own errors for damaged files
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first, and a Word 97-2003 one is read from a file named "

@@ -14,16 +14,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pipeline.retrieval.office_variants import FAMILY
 from pipeline.retrieval.spreadsheetml_text import is_spreadsheetml
 
 __all__ = ["content_suffix"]
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 ZIP_MAGIC = b"PK\x03\x04"
-SNIFFED = frozenset({".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx"})
-OLE_SUFFIX = {".docx": ".doc", ".xlsx": ".xls", ".pptx": ".ppt"}  # an OLE file by a newer name
-ZIP_SUFFIX = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}  # a package by an older name
-SPREADSHEETS = frozenset({".xls", ".xlsx"})
+SNIFFED = frozenset(FAMILY)  # Word, Excel and PowerPoint names, their variants too (.docm, .xlt, .ppsx...)
+OLE_SUFFIX = {".docx": ".doc", ".xlsx": ".xls", ".pptx": ".ppt"}  # an OLE file named as its family's package
+ZIP_SUFFIX = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}  # a package named as its family's binary format
+SPREADSHEETS = frozenset(name for name, family in FAMILY.items() if family in (".xls", ".xlsx"))
 HEAD_BYTES = 4096
 MIME_HEADER = re.compile(rb"^(?:[!-9;-~]+:[^\n]*\n(?:[ \t][^\n]*\n)*)+", re.ASCII)  # "Name: value" lines, folded too
 HTML_START = re.compile(rb"^(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|table|meta)\b",
@@ -42,9 +43,9 @@ def content_suffix(path: Path, suffix: str) -> str:
     except OSError:  # the reader chosen by the name says what is wrong with the file
         return suffix
     if head.startswith(OLE_MAGIC):
-        return OLE_SUFFIX.get(suffix, suffix)
+        return OLE_SUFFIX.get(FAMILY[suffix], suffix)
     if head.startswith(ZIP_MAGIC):
-        return ZIP_SUFFIX.get(suffix, suffix)
+        return ZIP_SUFFIX.get(FAMILY[suffix], suffix)
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if text.startswith(b"{\\rtf"):
         return ".rtf"

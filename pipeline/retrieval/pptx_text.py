@@ -18,6 +18,7 @@ from typing import Any
 from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["pptx_to_text"]
@@ -32,7 +33,7 @@ def pptx_to_text(path: Path) -> tuple[str, str]:
     """(title, text): the file's Title property, else its first slide title ('' when neither), and the slides."""
     pptx = require("pptx", "pptx")
     try:
-        presentation = pptx.Presentation(str(path))
+        presentation = pptx.Presentation(plain_package(path))
     except Exception as exc:  # python-pptx raises zipfile, lxml, KeyError and its own errors for damaged files
         raise DataError(f"{path}: not a readable .pptx file ({type(exc).__name__}: {exc}); an encrypted one "
                         "must be saved without its password first; a PowerPoint 97-2003 file is read from a file named "

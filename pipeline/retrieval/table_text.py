@@ -34,7 +34,7 @@ __all__ = ["RECORD_FORMATS", "RECORD_SEPARATOR", "csv_to_text", "join_records", 
            "records_text", "row_line", "tsv_to_text", "workbook_records"]
 
 # the files whose chunks (metadata "format") are records, each read whole
-RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx", "xls", "ods", "json", "jsonl", "ics"})
+RECORD_FORMATS = frozenset({"csv", "tsv", "xlsx", "xlsm", "xltx", "xltm", "xls", "xlt", "ods", "json", "jsonl", "ics"})
 RECORD_SEPARATOR = "\x1e"  # ASCII RS: the end of one record, where a chunk must end
 SNIFF_CHARS = 64 * 1024
 SEPARATORS = ",;\t|"

@@ -19,7 +19,8 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 
-__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "check_part_size", "opened_zip", "part_bytes", "part_xml", "xml_root"]
+__all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "ZIP_ERRORS", "check_part_size", "opened_zip", "part_bytes", "part_xml",
+           "xml_root"]
 
 MAX_PART_BYTES = 64 * 2**20  # one part unpacked (a chapter, content.xml): more is a zip bomb, not a document
 MAX_DEPTH = 200  # elements nested deeper than this are a crafted file (documents nest a few dozen deep at most)

@@ -1,18 +1,23 @@
 """Office files are read as what they hold, not as their names say: a web archive or an HTML table named .doc or .xls,
 delimited text named .xls, Rich Text named .doc, a .docx named .doc and the other way round."""
 
+import io
 import logging
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.archives import DocumentText
-from pipeline.retrieval.documents import read_document
+from pipeline.retrieval.documents import is_record_metadata, read_document
 from pipeline.retrieval.file_kinds import content_suffix
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
+WORD_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+SLIDES_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"
+SHEET_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
 
 # what Confluence's "Export to Word" writes (a web archive), shortened
 CONFLUENCE_EXPORT = """\
@@ -93,3 +98,71 @@ def test_only_office_names_are_second_guessed_and_unknown_content_keeps_its_read
     with pytest.raises(DataError, match=r"notes\.doc: not a Word 97-2003 document"):
         read_document(text)
     assert content_suffix(tmp_path / "missing.doc", ".doc") == ".doc"  # the reader says what is wrong
+
+
+def retyped(package: bytes, old: str, new: str) -> bytes:
+    """A copy of an Office package whose main part's content type ``old`` is ``new`` (as a variant's is)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(package)) as source, zipfile.ZipFile(out, "w") as copy:
+        for info in source.infolist():
+            data = source.read(info)
+            copy.writestr(info, data.replace(old.encode(), new.encode()) if info.filename == "[Content_Types].xml"
+                          else data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("suffix", "content_type"), [
+    (".docm", "application/vnd.ms-word.document.macroEnabled.main+xml"),
+    (".dotx", "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml"),
+    (".dotm", "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"),
+])
+def test_macro_enabled_documents_and_templates_read_as_word_files(tmp_path, suffix, content_type):
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    document.add_paragraph("Refunds take 30 days.")
+    plain = io.BytesIO()
+    document.save(plain)
+    path = tmp_path / f"letter{suffix}"
+    path.write_bytes(retyped(plain.getvalue(), WORD_TYPE, content_type))
+    assert read_document(path)[1] == "Refunds take 30 days."  # python-docx alone refuses the content type
+
+
+@pytest.mark.parametrize(("suffix", "content_type"), [
+    (".pptm", "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml"),
+    (".ppsx", "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml"),
+    (".ppsm", "application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml"),
+    (".potx", "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml"),
+    (".potm", "application/vnd.ms-powerpoint.template.macroEnabled.main+xml"),
+])
+def test_slide_shows_and_templates_read_as_powerpoint_files(tmp_path, suffix, content_type):
+    pptx = pytest.importorskip("pptx")
+    deck = pptx.Presentation()
+    deck.slides.add_slide(deck.slide_layouts[0]).shapes.title.text = "Quarterly review"
+    plain = io.BytesIO()
+    deck.save(plain)
+    path = tmp_path / f"review{suffix}"
+    path.write_bytes(retyped(plain.getvalue(), SLIDES_TYPE, content_type))
+    assert read_document(path) == ("Quarterly review", "## Quarterly review")
+
+
+def test_macro_enabled_workbooks_and_binary_templates_are_read_by_their_familys_readers(tmp_path):
+    openpyxl = pytest.importorskip("openpyxl")
+    workbook = openpyxl.Workbook()
+    workbook.active.append(["Region", "Revenue"])
+    workbook.active.append(["North", "2.3 M"])
+    plain = io.BytesIO()
+    workbook.save(plain)
+    macros = tmp_path / "sales.xlsm"
+    macros.write_bytes(retyped(plain.getvalue(), SHEET_TYPE, "application/vnd.ms-excel.sheet.macroEnabled.main+xml"))
+    assert read_document(macros)[1] == "Region: North\nRevenue: 2.3 M"
+    assert DocumentText.read(macros).suffix == ".xlsm" and is_record_metadata({"format": "xlsm"})
+    for fixture, name in (("store-handbook.doc", "handbook.dot"), ("quarterly-review.ppt", "review.pps"),
+                          ("quarterly-review.ppt", "review.pot")):
+        shutil.copy(FIXTURES / fixture, tmp_path / name)
+        assert read_document(tmp_path / name)[0] in ("Store handbook", "Quarterly review, finance team")
+    letter = tmp_path / "letter.dot"  # a .dotx named .dot: read as a package
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    document.add_paragraph("Dear customer,")
+    document.save(str(letter))
+    assert read_document(letter)[1] == "Dear customer,"
