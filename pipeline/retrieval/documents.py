@@ -18,7 +18,7 @@ from models.unicode_text import whole_characters
 from pipeline.retrieval.asciidoc_text import asciidoc_to_text
 from pipeline.retrieval.doc_text import doc_to_text
 from pipeline.retrieval.docx_text import docx_to_text
-from pipeline.retrieval.email_text import eml_to_text, mbox_to_text
+from pipeline.retrieval.email_text import eml_to_text, emlx_to_text, mbox_to_text
 from pipeline.retrieval.epub_text import epub_to_text
 from pipeline.retrieval.file_kinds import content_suffix
 from pipeline.retrieval.html_text import html_to_text
@@ -63,7 +63,7 @@ SUPPORTED = (".txt", ".md", ".markdown", ".mdx", ".rst", ".adoc", ".asciidoc", "
              ".docx", ".doc", ".odt", ".pptx", ".ppt", ".odp", ".csv", ".tsv", ".xlsx", ".xls", ".ods", ".json",
              ".jsonl", ".eml", ".mbox", ".msg", ".ics", ".epub", ".vtt", ".srt", ".rtf",
              ".docm", ".dotx", ".dotm", ".dot", ".xlsm", ".xltx", ".xltm", ".xlt", ".pptm", ".ppsx", ".ppsm", ".potx",
-             ".potm", ".pps", ".pot")
+             ".potm", ".pps", ".pot", ".fodt", ".fods", ".fodp", ".oft", ".emlx", ".xhtml", ".qmd", ".rmd")
 
 
 NAME_RULE = re.compile(r"[^\W_][\w.-]{0,63}")
@@ -204,7 +204,7 @@ TEXT_READERS = {".html": html_to_text, ".htm": html_to_text, ".md": markdown_to_
                 ".mdx": mdx_to_text, ".adoc": asciidoc_to_text, ".asciidoc": asciidoc_to_text,
                 ".rst": rst_to_text, ".ipynb": notebook_to_text, ".csv": csv_to_text, ".tsv": tsv_to_text,
                 ".json": json_to_text, ".jsonl": jsonl_to_text, ".vtt": vtt_to_text, ".srt": srt_to_text,
-                ".ics": ics_to_text}
+                ".ics": ics_to_text, ".xhtml": html_to_text, ".qmd": markdown_to_text, ".rmd": markdown_to_text}
 
 
 # UTF-32 first: its little-endian mark begins with UTF-16's
@@ -300,6 +300,8 @@ FILE_READERS: dict[str, Callable[[Path], tuple[str, str]]] = {
     ".eml": eml_to_text, ".mbox": mbox_to_text, ".mht": mhtml_to_text, ".mhtml": mhtml_to_text, ".msg": msg_to_text,
     ".epub": epub_to_text, ".rtf": rtf_to_text}
 FILE_READERS |= {name: FILE_READERS[family] for name, family in FAMILY.items()}  # .docm, .dotx, .ppsx, .xlt...
+FILE_READERS |= {".fodt": odt_to_text, ".fods": ods_to_text, ".fodp": odp_to_text,  # flat OpenDocument XML
+                 ".oft": msg_to_text, ".emlx": emlx_to_text}  # an Outlook template; Apple Mail's message file
 
 
 def chunk_text(text: str, *, max_chars: int = 900) -> list[str]:

@@ -37,8 +37,8 @@ from pipeline.retrieval.html_text import html_to_text
 from pipeline.retrieval.strips import headings_down
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES
 
-__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "mbox_to_text", "one_line", "part_text", "person",
-           "without_quotes"]
+__all__ = ["MAX_FORWARDS", "attachment_block", "eml_to_text", "emlx_to_text", "mbox_to_text", "one_line", "part_text",
+           "person", "without_quotes"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,22 @@ NOT_OPENED = (".eml", ".mbox", ".msg")  # mail attached as a file: named only (a
 
 def eml_to_text(path: Path) -> tuple[str, str]:
     """(subject, text) of the message in ``path``."""
+    return _message_file_text(path, path.read_bytes())
+
+
+def emlx_to_text(path: Path) -> tuple[str, str]:
+    """(subject, text) of an Apple Mail message file (``.emlx``: the message's length in bytes on its first line,
+    the message, then Mail's own property list, which holds no content)."""
+    length, _, rest = path.read_bytes().partition(b"\n")
+    if not length.strip().isdigit():
+        raise DataError(f"{path}: not an Apple Mail message (an .emlx file begins with the message's length)")
+    return _message_file_text(path, rest[: int(length.strip())])
+
+
+def _message_file_text(path: Path, data: bytes) -> tuple[str, str]:
+    """(subject, text) of one message's bytes, read from ``path``."""
     try:
-        message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+        message = email.message_from_bytes(data, policy=email.policy.default)
         if not _is_message(message):
             raise DataError(f"{path}: not an e-mail message (none of the headers {', '.join(MAIL_HEADERS)}); an "
                             ".eml file is one message as a mail program saves it")

@@ -3,10 +3,11 @@ library.
 
 Read as a PowerPoint file is (:mod:`pipeline.retrieval.pptx_text`): slides in order, each opened by its title as a
 ``## `` heading ("## Slide 4" for a slide without one; an empty untitled slide is left out), then its other frames
-in reading order (top to bottom, then left to right; a group's frames where the group stands): text boxes as an
-OpenDocument text's paragraphs are read (:mod:`pipeline.retrieval.odt_text`: list items with their labels, tables
-as rows), pictures by their alt text ("Image: ...", unless a program wrote it), then the speaker notes ("Notes:
-..."). Footers, dates and slide numbers are page furniture and are left out.
+in reading order (top to bottom, then left to right; a group's frames where the group stands): text boxes (frames,
+and shapes that hold text, as a PowerPoint text box becomes) as an OpenDocument text's paragraphs are read
+(:mod:`pipeline.retrieval.odt_text`: list items with their labels, tables as rows), pictures by their alt text
+("Image: ...", unless a program wrote it), then the speaker notes ("Notes: ..."). Footers, dates and slide numbers
+are page furniture and are left out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pipeline.retrieval.odt_text import (
     DRAW,
     SVG,
     TABLE,
+    TEXT,
     TextReader,
     document_title,
     frame_alt_text,
@@ -29,6 +31,7 @@ __all__ = ["odp_to_text"]
 
 PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
 FURNITURE = frozenset({"footer", "date-time", "page-number", "header"})
+SHAPE_TEXT = frozenset({f"{{{TEXT}}}p", f"{{{TEXT}}}h", f"{{{TEXT}}}list"})  # what a shape's own text is made of
 LENGTH = re.compile(r"^\s*(-?[\d.]+)\s*(cm|mm|in|pt|pc|px)?\s*$")
 TO_POINTS = {"cm": 72 / 2.54, "mm": 72 / 25.4, "in": 72.0, "pt": 1.0, "pc": 12.0, "px": 0.75, None: 1.0}
 
@@ -51,8 +54,10 @@ def odp_to_text(path: Path) -> tuple[str, str]:
                 continue
             content += _frame_blocks(reader, frame)
         notes = page.find(f"{{{PRESENTATION}}}notes")
-        if notes is not None:
-            text = "\n".join(reader.read(notes))
+        if notes is not None:  # the notes' text, not the notes page's slide number
+            text = "\n".join(block for frame in _frames_in_reading_order(notes)
+                             if frame.get(f"{{{PRESENTATION}}}class", "") not in FURNITURE
+                             for block in _frame_blocks(reader, frame))
             if text:
                 content.append(f"Notes: {text}")
         first_title = first_title or title
@@ -69,8 +74,8 @@ def _frames_in_reading_order(container: ElementTree.Element) -> list[ElementTree
             inner = _frames_in_reading_order(child)
             if inner:
                 placed.append((*_position(inner[0]), inner))
-        elif child.tag == f"{{{DRAW}}}frame":
-            placed.append((*_position(child), [child]))
+        elif child.tag == f"{{{DRAW}}}frame" or (child.tag.startswith(f"{{{DRAW}}}") and _holds_text(child)):
+            placed.append((*_position(child), [child]))  # a frame, or a shape with text (a text box from PowerPoint)
     placed.sort(key=lambda item: (item[0], item[1]))
     return [frame for _, _, frames in placed for frame in frames]
 
@@ -90,8 +95,15 @@ def _points(length: str | None) -> float:
         return 0.0
 
 
+def _holds_text(shape: ElementTree.Element) -> bool:
+    """Whether a drawing shape (``draw:custom-shape``, ``draw:rect``...) holds paragraphs of its own."""
+    return any(child.tag in SHAPE_TEXT for child in shape)
+
+
 def _frame_blocks(reader: TextReader, frame: ElementTree.Element) -> list[str]:
-    """A frame's text, table rows, or picture alt text."""
+    """A frame's text, table rows, or picture alt text; a shape's text."""
+    if frame.tag != f"{{{DRAW}}}frame":
+        return reader.read(frame)
     if frame.find(f"{{{DRAW}}}text-box") is not None or frame.find(f"{{{TABLE}}}table") is not None:
         return reader.read(frame)
     if frame.find(f"{{{DRAW}}}image") is not None or frame.find(f"{{{DRAW}}}object") is not None:

@@ -22,7 +22,7 @@ from xml.etree import ElementTree
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.table_text import row_line
-from pipeline.retrieval.zipped_xml import opened_zip, part_xml
+from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, opened_zip, part_xml, xml_root
 
 __all__ = ["OpenDocumentParts", "TextReader", "count_attribute", "document_title", "frame_alt_text", "list_styles",
            "odt_to_text", "opendocument_body", "opendocument_parts", "title_styles"]
@@ -40,6 +40,7 @@ NOT_READ = {f"{{{TEXT}}}{name}" for name in ("table-of-content", "alphabetical-i
                                               "user-field-decls")} | {f"{{{OFFICE}}}annotation",
                                                                        f"{{{OFFICE}}}annotation-end",
                                                                        f"{{{OFFICE}}}forms"}
+FLAT_SNIFF = 64  # bytes enough to tell XML from a zip
 ROMAN = (("m", 1000), ("cm", 900), ("d", 500), ("cd", 400), ("c", 100), ("xc", 90), ("l", 50), ("xl", 40),
          ("x", 10), ("ix", 9), ("v", 5), ("iv", 4), ("i", 1))
 
@@ -54,8 +55,19 @@ class OpenDocumentParts:
 
 
 def opendocument_parts(path: Path, kind: str) -> OpenDocumentParts:
-    """content.xml, styles.xml and meta.xml of the ``kind`` (``.odt``, ``.ods``) file at ``path``."""
+    """content.xml, styles.xml and meta.xml of the ``kind`` (``.odt``, ``.ods``) file at ``path``; of a flat
+    OpenDocument file (``.fodt``, ``.fods``, ``.fodp``: the same XML in one document, as LibreOffice saves "Flat XML"),
+    its one ``office:document``, which holds all three."""
     damaged = "not an OpenDocument file, or a damaged one"
+    with path.open("rb") as handle:
+        flat = handle.read(FLAT_SNIFF).lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"<?xml", b"<office:document"))
+    if flat:
+        if path.stat().st_size > MAX_PART_BYTES:
+            raise DataError(f"{path}: a flat OpenDocument file larger than {MAX_PART_BYTES // 2**20} MB; not read")
+        root = xml_root(path.read_bytes(), str(path), damaged)
+        if root.tag != f"{{{OFFICE}}}document":
+            raise DataError(f"{path}: XML, but not a flat OpenDocument file (its root is {root.tag!r})")
+        return OpenDocumentParts(content=root, styles=None, meta=root)
     with opened_zip(path, f"not a readable {kind} file; an {kind} file is a zip of OpenDocument XML, and a "
                           "password-protected one must be saved without its password first") as archive:
         names = set(archive.namelist())

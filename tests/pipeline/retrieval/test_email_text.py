@@ -218,3 +218,17 @@ def test_an_invitation_reads_its_events_once_under_the_message(tmp_path):
     assert read_document(path)[1].endswith("Attachments: next.ics\n\n### Attachment: next.ics\n\n"
                                            "Event: Refund policy review\nWhen: Tue, 05 Mar 2024 13:00-14:00 (UTC)\n"
                                            "Where: Room 5")
+
+
+def test_an_apple_mail_message_file_reads_as_its_message(tmp_path):
+    mail = message(From="Alice <alice@example.com>", Subject="Refund window", Date="Mon, 04 Mar 2024 10:00:00 +0000")
+    mail.set_content("The refund window is 30 days.")
+    data = bytes(mail)
+    path = tmp_path / "12345.emlx"  # the message's length, the message, then Mail's property list
+    path.write_bytes(f"{len(data)}\n".encode() + data + b'<?xml version="1.0"?>\n<plist version="1.0"><dict>'
+                     b"<key>flags</key><integer>8590195713</integer></dict></plist>\n")
+    assert read_document(path) == ("Refund window", "## From Alice <alice@example.com>, on Mon, 04 Mar 2024 "
+                                                    "10:00:00 +0000\n\nThe refund window is 30 days.")
+    path.write_bytes(data)
+    with pytest.raises(DataError, match=r"12345\.emlx: not an Apple Mail message"):
+        read_document(path)

@@ -254,3 +254,10 @@ def test_text_files_in_a_named_encoding_are_read_and_a_page_s_own_charset_comes_
         ingest(index, [tmp_path / "legacy.txt"], tenant="t", encoding="nope")
     report = ingest(index, [tmp_path / "legacy.txt", tmp_path / "notes.md"], tenant="t", encoding="cp1252")
     assert report.files == 2 and any("café" in c.text for c in index.iter_chunks())
+
+
+def test_an_xhtml_page_reads_as_html(tmp_path):
+    path = tmp_path / "refunds.xhtml"
+    path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+                    "<title>Refunds</title></head><body><p>Refunds take 30 days.</p></body></html>", encoding="utf-8")
+    assert read_document(path) == ("Refunds", "Refunds take 30 days.")

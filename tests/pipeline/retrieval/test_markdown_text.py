@@ -358,3 +358,10 @@ def test_a_long_table_with_column_names_is_cut_between_its_rows():
     assert lines[1:] == [f"Zone: Zone {i} | Delivery time: {i}-{i + 2} business days | Cost: {i}.90 EUR"
                          for i in range(40)]  # every row whole, in order, none cut inside
     assert sentence_strips(chunks[1])[0] == "Zone: Zone 4 | Delivery time: 4-6 business days | Cost: 4.90 EUR"
+
+
+def test_quarto_and_r_markdown_files_read_as_markdown(tmp_path):
+    for suffix in (".qmd", ".rmd"):
+        path = tmp_path / f"report{suffix}"
+        path.write_text("---\ntitle: Churn report\n---\n\n# Method\n\nWe fit a *logistic* model.\n", encoding="utf-8")
+        assert read_document(path) == ("Churn report", "# Method\n\nWe fit a logistic model.")

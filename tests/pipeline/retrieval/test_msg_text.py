@@ -157,3 +157,9 @@ def test_without_the_msg_extra_the_error_names_it(tmp_path, monkeypatch):
     assert_needs_extra(path, "compressed_rtf", "msg", monkeypatch)
     monkeypatch.undo()
     assert_needs_extra(path, "olefile", "msg", monkeypatch)
+
+
+def test_an_outlook_template_reads_as_a_message(tmp_path):
+    path = tmp_path / "refund-reply.oft"  # the same file format, saved as a template
+    outlook_message("Refund reply", "The refund window is 30 days.").save(path)
+    assert read_document(path) == ("Refund reply", "The refund window is 30 days.")

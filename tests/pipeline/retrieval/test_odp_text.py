@@ -29,7 +29,11 @@ def test_slides_read_in_order_with_their_titles_frames_and_notes(tmp_path):
              + frame("", "1cm", "12cm", '<draw:image xlink:href="x.png"/><svg:title>Refund flow chart</svg:title>')
              + frame("footer", "1cm", "18cm", box("Confidential"))
              + frame("page-number", "20cm", "18cm", box("1"))
+             # a PowerPoint text box as LibreOffice writes it: a shape with paragraphs of its own; a shape without
+             + '<draw:custom-shape svg:x="1cm" svg:y="14cm"><text:p>Source: the ledger.</text:p>'
+               "<draw:enhanced-geometry/></draw:custom-shape>" + '<draw:rect svg:x="1cm" svg:y="15cm"/>'
              + '<presentation:notes>' + frame("notes", "1cm", "1cm", box("Mention the holiday extension."))
+             + frame("page-number", "1cm", "20cm", box("<text:page-number>&lt;number&gt;</text:page-number>"))
              + "</presentation:notes></draw:page>")
     second = ('<draw:page draw:name="page2"><draw:g>'
               + frame("", "10cm", "2cm", box("Right column."))
@@ -45,7 +49,7 @@ def test_slides_read_in_order_with_their_titles_frames_and_notes(tmp_path):
     title, text = read_document(path)
     assert title == "Refund policy"  # no title in meta.xml: the first slide's
     assert text == ("## Refund policy\n\n1. Refunds within 30 days.\n\n2. Store credit after that.\n\n"
-                    "Image: Refund flow chart\n\nNotes: Mention the holiday extension.\n\n"
+                    "Image: Refund flow chart\n\nSource: the ledger.\n\nNotes: Mention the holiday extension.\n\n"
                     "## Slide 2\n\nLeft column.\n\nRight column.\n\nCanada | 5 to 8 days")
     assert "Confidential" not in text
     assert ("Mention the holiday extension.", "Refund policy") in [

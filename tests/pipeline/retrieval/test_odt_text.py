@@ -7,7 +7,7 @@ import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.documents import read_document
-from tests.pipeline.conftest import write_opendocument
+from tests.pipeline.conftest import OPENDOCUMENT_NS, write_opendocument
 
 
 def write_odt(path, body: str, styles: str = "", meta_title: str | None = None) -> None:
@@ -105,4 +105,26 @@ def test_damaged_and_false_files_are_errors_naming_them(tmp_path, content, error
             for name, data in content.items():
                 document.writestr(name, data)
     with pytest.raises(DataError, match=rf"notes\.odt: .*{error}"):
+        read_document(path)
+
+
+@pytest.mark.parametrize(("suffix", "kind", "body", "text"), [
+    (".fodt", "text", '<text:h text:outline-level="1">Refunds</text:h><text:p>Refunds take 30 days.</text:p>',
+     "# Refunds\n\nRefunds take 30 days."),
+    (".fods", "spreadsheet", "<table:table table:name='Prices'><table:table-row><table:table-cell><text:p>Plan"
+     "</text:p></table:table-cell><table:table-cell><text:p>Price</text:p></table:table-cell></table:table-row>"
+     "<table:table-row><table:table-cell><text:p>Basic</text:p></table:table-cell><table:table-cell><text:p>9 EUR"
+     "</text:p></table:table-cell></table:table-row></table:table>", "Plan: Basic\nPrice: 9 EUR"),
+    (".fodp", "presentation", '<draw:page><draw:frame presentation:class="title" svg:x="1cm" svg:y="1cm">'
+     "<draw:text-box><text:p>Q3 revenue</text:p></draw:text-box></draw:frame></draw:page>", "## Q3 revenue"),
+])
+def test_flat_opendocument_files_read_as_their_zipped_twins(tmp_path, suffix, kind, body, text):
+    path = tmp_path / f"flat{suffix}"  # LibreOffice's "Flat XML": meta, styles and content in one document
+    path.write_text(f'<?xml version="1.0" encoding="UTF-8"?>\n<office:document {OPENDOCUMENT_NS}><office:meta>'
+                    f"<dc:title>Flat file</dc:title></office:meta><office:body><office:{kind}>{body}</office:{kind}>"
+                    "</office:body></office:document>", encoding="utf-8")
+    assert read_document(path) == ("Flat file", text)
+    path.write_text('<?xml version="1.0"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:'
+                    'xmlns:office:1.0"/>', encoding="utf-8")
+    with pytest.raises(DataError, match=rf"flat\{suffix}: XML, but not a flat OpenDocument file"):
         read_document(path)
