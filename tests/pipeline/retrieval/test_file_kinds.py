@@ -111,38 +111,40 @@ def retyped(package: bytes, old: str, new: str) -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.parametrize(("suffix", "content_type"), [
-    (".docm", "application/vnd.ms-word.document.macroEnabled.main+xml"),
-    (".dotx", "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml"),
-    (".dotm", "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"),
-])
-def test_macro_enabled_documents_and_templates_read_as_word_files(tmp_path, suffix, content_type):
+def word_letter() -> bytes:
     docx = pytest.importorskip("docx")
     document = docx.Document()
     document.add_paragraph("Refunds take 30 days.")
     plain = io.BytesIO()
     document.save(plain)
-    path = tmp_path / f"letter{suffix}"
-    path.write_bytes(retyped(plain.getvalue(), WORD_TYPE, content_type))
-    assert read_document(path)[1] == "Refunds take 30 days."  # python-docx alone refuses the content type
+    return plain.getvalue()
+
+
+def slide_deck() -> bytes:
+    pptx = pytest.importorskip("pptx")
+    deck = pptx.Presentation()
+    deck.slides.add_slide(deck.slide_layouts[0]).shapes.title.text = "Refunds take 30 days."
+    plain = io.BytesIO()
+    deck.save(plain)
+    return plain.getvalue()
 
 
 @pytest.mark.parametrize(("suffix", "content_type"), [
+    (".docm", "application/vnd.ms-word.document.macroEnabled.main+xml"),
+    (".dotx", "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml"),
+    (".dotm", "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"),
     (".pptm", "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml"),
     (".ppsx", "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml"),
     (".ppsm", "application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml"),
     (".potx", "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml"),
     (".potm", "application/vnd.ms-powerpoint.template.macroEnabled.main+xml"),
 ])
-def test_slide_shows_and_templates_read_as_powerpoint_files(tmp_path, suffix, content_type):
-    pptx = pytest.importorskip("pptx")
-    deck = pptx.Presentation()
-    deck.slides.add_slide(deck.slide_layouts[0]).shapes.title.text = "Quarterly review"
-    plain = io.BytesIO()
-    deck.save(plain)
-    path = tmp_path / f"review{suffix}"
-    path.write_bytes(retyped(plain.getvalue(), SLIDES_TYPE, content_type))
-    assert read_document(path) == ("Quarterly review", "## Quarterly review")
+def test_macro_enabled_files_templates_and_slide_shows_read_as_their_familys_files(tmp_path, suffix, content_type):
+    word = suffix.startswith(".do")
+    plain, plain_type = (word_letter(), WORD_TYPE) if word else (slide_deck(), SLIDES_TYPE)
+    path = tmp_path / f"refunds{suffix}"
+    path.write_bytes(retyped(plain, plain_type, content_type))  # python-docx and python-pptx alone refuse the type
+    assert read_document(path)[1] == ("Refunds take 30 days." if word else "## Refunds take 30 days.")
 
 
 def test_macro_enabled_workbooks_and_binary_templates_are_read_by_their_familys_readers(tmp_path):

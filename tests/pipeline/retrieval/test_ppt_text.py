@@ -146,17 +146,6 @@ def test_encrypted_decks_and_looping_edit_chains_are_errors_naming_the_file(tmp_
         read_document(path)
 
 
-def test_files_that_are_not_powerpoint_97_decks_are_errors_naming_them(tmp_path):
-    newer = tmp_path / "review.ppt"
-    newer.write_bytes(b"\x00\x01 neither an OLE file, nor a package, nor text")
-    with pytest.raises(DataError, match=r"review\.ppt: not a PowerPoint 97-2003 presentation .* named \.pptx"):
-        read_document(newer)
-    document = tmp_path / "letter.ppt"
-    document.write_bytes(ole_bytes({"WordDocument": b"\x00" * 600}))
-    with pytest.raises(DataError, match=r"letter\.ppt: an OLE compound file without a PowerPoint presentation"):
-        read_document(document)
-
-
 def test_damaged_decks_raise_only_data_errors(tmp_path):
     assert damaged_copies_read(QUARTERLY_REVIEW.read_bytes(), ".ppt", tmp_path, copies=150, seed=13) > 0
 
