@@ -5,9 +5,9 @@ Read as a PowerPoint file is (:mod:`pipeline.retrieval.pptx_text`): slides in or
 ``## `` heading ("## Slide 4" for a slide without one; an empty untitled slide is left out), then its other frames
 in reading order (top to bottom, then left to right; a group's frames where the group stands): text boxes (frames,
 and shapes that hold text, as a PowerPoint text box becomes) as an OpenDocument text's paragraphs are read
-(:mod:`pipeline.retrieval.odt_text`: list items with their labels, tables as rows), pictures by their alt text
-("Image: ...", unless a program wrote it), then the speaker notes ("Notes: ..."). Footers, dates and slide numbers
-are page furniture and are left out.
+(:mod:`pipeline.retrieval.odt_text`: list items with their labels, tables as rows), charts as their title and series
+(:mod:`pipeline.retrieval.odf_charts`), pictures by their alt text ("Image: ...", unless a program wrote it), then
+the speaker notes ("Notes: ..."). Footers, dates and slide numbers are page furniture and are left out.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree
 
+from pipeline.retrieval.odf_charts import chart_lines
 from pipeline.retrieval.odt_text import (
     DRAW,
     SVG,
@@ -52,12 +53,12 @@ def odp_to_text(path: Path) -> tuple[str, str]:
             if kind == "title" and not title:
                 title = " ".join(" ".join(reader.read(frame)).split())
                 continue
-            content += _frame_blocks(reader, frame)
+            content += _frame_blocks(reader, frame, parts.package)
         notes = page.find(f"{{{PRESENTATION}}}notes")
         if notes is not None:  # the notes' text, not the notes page's slide number
             text = "\n".join(block for frame in _frames_in_reading_order(notes)
                              if frame.get(f"{{{PRESENTATION}}}class", "") not in FURNITURE
-                             for block in _frame_blocks(reader, frame))
+                             for block in _frame_blocks(reader, frame, parts.package))
             if text:
                 content.append(f"Notes: {text}")
         first_title = first_title or title
@@ -100,12 +101,15 @@ def _holds_text(shape: ElementTree.Element) -> bool:
     return any(child.tag in SHAPE_TEXT for child in shape)
 
 
-def _frame_blocks(reader: TextReader, frame: ElementTree.Element) -> list[str]:
-    """A frame's text, table rows, or picture alt text; a shape's text."""
+def _frame_blocks(reader: TextReader, frame: ElementTree.Element, package: Path | None) -> list[str]:
+    """A frame's text, table rows, chart (:mod:`pipeline.retrieval.odf_charts`) or picture alt text; a shape's
+    text."""
     if frame.tag != f"{{{DRAW}}}frame":
         return reader.read(frame)
     if frame.find(f"{{{DRAW}}}text-box") is not None or frame.find(f"{{{TABLE}}}table") is not None:
         return reader.read(frame)
+    if chart := chart_lines(package, frame):
+        return ["\n".join(chart)]
     if frame.find(f"{{{DRAW}}}image") is not None or frame.find(f"{{{DRAW}}}object") is not None:
         alt = frame_alt_text(frame)
         return [f"Image: {alt}"] if alt else []

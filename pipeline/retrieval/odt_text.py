@@ -52,6 +52,7 @@ class OpenDocumentParts:
     content: ElementTree.Element
     styles: ElementTree.Element | None
     meta: ElementTree.Element | None
+    package: Path | None = None  # the zip its embedded objects (charts) are read from; None for a flat file
 
 
 def opendocument_parts(path: Path, kind: str) -> OpenDocumentParts:
@@ -74,7 +75,7 @@ def opendocument_parts(path: Path, kind: str) -> OpenDocumentParts:
         return OpenDocumentParts(
             content=part_xml(path, archive, "content.xml", damaged),
             styles=part_xml(path, archive, "styles.xml", damaged) if "styles.xml" in names else None,
-            meta=part_xml(path, archive, "meta.xml", damaged) if "meta.xml" in names else None)
+            meta=part_xml(path, archive, "meta.xml", damaged) if "meta.xml" in names else None, package=path)
 
 
 def opendocument_body(path: Path, suffix: str, body: str, what: str, other: str

@@ -1,6 +1,8 @@
 """An OpenDocument presentation (.odp) is read as a PowerPoint file is: slide titles as headings, frames in reading
 order, alt text and speaker notes; page furniture left out."""
 
+import zipfile
+
 import pytest
 
 from models.errors import DataError
@@ -77,3 +79,34 @@ def test_a_file_that_is_not_a_presentation_is_an_error_naming_it(tmp_path):
     write_opendocument(path, "text", "<text:p>Body.</text:p>")
     with pytest.raises(DataError, match=r"deck\.odp: content\.xml holds no presentation"):
         read_document(path)
+
+
+CHART_OBJECT = (
+    '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:chart><chart:chart>'
+    "<chart:title><text:p>Revenue by quarter</text:p></chart:title><table:table table:name='local-table'>"
+    "<table:table-header-rows><table:table-row><table:table-cell/><table:table-cell><text:p>Revenue</text:p>"
+    "</table:table-cell><table:table-cell><text:p>Costs</text:p></table:table-cell></table:table-row>"
+    "</table:table-header-rows><table:table-rows>"
+    + "".join(f"<table:table-row><table:table-cell><text:p>{quarter}</text:p></table:table-cell>"
+              f"<table:table-cell office:value-type='float' office:value='{revenue}'><text:p>{revenue}</text:p>"
+              f"</table:table-cell><table:table-cell office:value-type='float' office:value='{costs}'><text:p>"
+              f"{costs}</text:p></table:table-cell></table:table-row>"
+              for quarter, revenue, costs in (("Q2", "3.70", "2"), ("Q3", "4.1", "2.2")))
+    + "</table:table-rows></table:table></chart:chart></office:chart></office:body></office:document-content>")
+
+
+def test_a_chart_reads_as_its_title_and_series_as_a_powerpoint_chart_does(tmp_path):
+    page = ('<draw:page>' + frame("title", "1cm", "1cm", box("Trend"))
+            + frame("", "1cm", "5cm", '<draw:object xlink:href="./Object 1"/><draw:image xlink:href="./ObjectRepl"/>')
+            + frame("", "1cm", "9cm", '<draw:object xlink:href="./Object 2"/>')  # an object that is not a chart
+            + frame("", "1cm", "12cm", '<draw:object xlink:href="../../etc"/>') + "</draw:page>")
+    path = tmp_path / "trend.odp"
+    write_opendocument(path, "presentation", page)
+    with zipfile.ZipFile(path, "a") as package:
+        package.writestr("Object 1/content.xml", CHART_OBJECT)
+        package.writestr("Object 2/content.xml", CHART_OBJECT.replace("office:chart>", "office:drawing>"))
+    assert read_document(path)[1] == ("## Trend\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, Q3 4.1\n"
+                                      "Costs: Q2 2, Q3 2.2")

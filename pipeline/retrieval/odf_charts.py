@@ -1,0 +1,78 @@
+"""The charts embedded in an OpenDocument file, read as a reader takes one in: its title, then each series with its
+values by category ("Revenue: Q2 3.7, Q3 4.1"), as the PowerPoint reader writes a chart
+(:mod:`pipeline.retrieval.pptx_text`).
+
+A chart is an embedded object: a ``draw:object`` whose ``xlink:href`` names a folder of the package (``./Object
+1``) holding the chart's own ``content.xml``, or, in a flat file, the chart's ``office:document`` inside the element.
+Its data is the chart's local table: the header row names the series, each other row is a category with one value
+per series.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree import ElementTree
+
+from pipeline.retrieval.zipped_xml import opened_zip, part_xml
+
+__all__ = ["CHART_POINTS", "chart_lines"]
+
+OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
+CHART = "{urn:oasis:names:tc:opendocument:xmlns:chart:1.0}"
+TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+XLINK = "{http://www.w3.org/1999/xlink}"
+CHART_POINTS = 50  # values read per series, as for PowerPoint charts
+MAX_SERIES = 50
+
+
+def chart_lines(path: Path | None, frame: ElementTree.Element) -> list[str]:
+    """The chart in ``frame`` (a ``draw:frame`` of the file at ``path``; None for a flat file) as lines: "Chart:
+    title", then a line per series; [] when the frame holds no chart or its chart has nothing to say."""
+    embedded = frame.find(f"{DRAW}object")
+    if embedded is None:
+        return []
+    document = embedded.find(f"{OFFICE}document")
+    if document is None and path is not None:
+        href = embedded.get(f"{XLINK}href", "").removeprefix("./").strip("/")
+        if not href or ".." in href.split("/"):
+            return []
+        with opened_zip(path, "not a readable OpenDocument file") as archive:
+            member = f"{href}/content.xml"
+            if member not in archive.namelist():
+                return []
+            document = part_xml(path, archive, member)
+    chart = document.find(f".//{OFFICE}chart/{CHART}chart") if document is not None else None
+    if chart is None:
+        return []
+    title = _text(chart.find(f"{CHART}title"))
+    lines = [f"Chart: {title}"] if title else []
+    return lines + _series_lines(chart.find(f"{TABLE}table"))
+
+
+def _series_lines(table: ElementTree.Element | None) -> list[str]:
+    """Each series of a chart's local table: "name: category value, ...", at most ``CHART_POINTS`` values."""
+    if table is None:
+        return []
+    header = [_text(cell) for cell in table.findall(f"{TABLE}table-header-rows/{TABLE}table-row/{TABLE}table-cell")]
+    rows = [row.findall(f"{TABLE}table-cell") for row in table.findall(f"{TABLE}table-rows/{TABLE}table-row")]
+    lines = []
+    for column, name in enumerate(header[1:MAX_SERIES + 1], start=1):
+        points = [f"{_text(row[0])} {_value(row[column])}" for row in rows if len(row) > column and _value(row[column])]
+        if points:
+            lines.append(f"{name or 'Series'}: {', '.join(points[:CHART_POINTS])}")
+    return lines
+
+
+def _value(cell: ElementTree.Element) -> str:
+    """A data cell's number (``office:value``, written as Python's ``g`` format), else its text."""
+    value = cell.get(f"{OFFICE}value")
+    try:
+        return f"{float(value):g}" if value is not None else _text(cell)
+    except ValueError:
+        return _text(cell)
+
+
+def _text(element: ElementTree.Element | None) -> str:
+    return " ".join("".join(element.itertext()).split()) if element is not None else ""
