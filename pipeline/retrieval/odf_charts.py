@@ -10,6 +10,7 @@ per series.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -66,12 +67,16 @@ def _series_lines(table: ElementTree.Element | None) -> list[str]:
 
 
 def _value(cell: ElementTree.Element) -> str:
-    """A data cell's number (``office:value``, written as Python's ``g`` format), else its text."""
+    """A data cell's number (``office:value``, written as Python's ``g`` format), else its text; '' for an empty
+    cell (LibreOffice writes ``NaN`` there)."""
     value = cell.get(f"{OFFICE}value")
     try:
-        return f"{float(value):g}" if value is not None else _text(cell)
+        number = float(value) if value is not None else None
     except ValueError:
+        number = None
+    if number is None:
         return _text(cell)
+    return "" if math.isnan(number) else f"{number:g}"
 
 
 def _text(element: ElementTree.Element | None) -> str:
