@@ -4,8 +4,9 @@ read with the standard library.
 Read as a Word file is (:mod:`pipeline.retrieval.docx_text`): paragraphs and tables in document order, headings
 (``text:h`` of outline level N, and the Title style) written as Markdown headings, list items with the label the
 list's style shows (``- `` for a bullet, ``3. ``, ``b) ``, ``iv. ``), a table row as one paragraph of its cells,
-text boxes after the paragraph they are anchored in, and a picture as its alt text ("Image: ...") unless a program
-wrote it (:mod:`pipeline.retrieval.alt_text`). Left out, as a reader of the page would skip them or never see them:
+text boxes after the paragraph they are anchored in, a chart as its title and series
+(:mod:`pipeline.retrieval.odf_charts`), and a picture as its alt text ("Image: ...") unless a program wrote it
+(:mod:`pipeline.retrieval.alt_text`). Left out, as a reader of the page would skip them or never see them:
 tables of contents and other generated indexes, comments, footnote bodies, and the text that tracked changes
 deleted. The title is the document's own (``meta.xml``), else its first heading. Parts are read through
 :mod:`pipeline.retrieval.zipped_xml` (a damaged file is an error naming it).
@@ -21,6 +22,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.odf_charts import chart_lines
 from pipeline.retrieval.table_text import row_line
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, opened_zip, part_xml, xml_root
 
@@ -112,11 +114,13 @@ class TextReader:
     list_styles: dict[str, dict[int, tuple[str, str, str]]]  # style -> level -> (num-format, prefix, suffix)
     title_styles: set[str]
     paragraphs: list[str] = field(default_factory=list)
+    package: Path | None = None  # where embedded charts are read from (None: a flat file, whose charts are inline)
 
     @classmethod
     def of(cls, parts: OpenDocumentParts) -> TextReader:
         """A reader that knows the document's list and title styles."""
-        return cls(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles))
+        return cls(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles),
+                   package=parts.package)
 
     def read(self, element: ElementTree.Element) -> list[str]:
         """The paragraphs of ``element``'s children, apart from those read before."""
@@ -173,10 +177,12 @@ class TextReader:
             boxes = frame.findall(f"{{{DRAW}}}text-box")
             for box in boxes:
                 self.blocks(box)
-            if not boxes:
-                alt = frame_alt_text(frame)
-                if alt:
-                    self.paragraphs.append(f"Image: {alt}")
+            if boxes:
+                continue
+            if chart := chart_lines(self.package, frame):
+                self.paragraphs.append("\n".join(chart))
+            elif alt := frame_alt_text(frame):
+                self.paragraphs.append(f"Image: {alt}")
 
 
 def _words(element: ElementTree.Element) -> str:

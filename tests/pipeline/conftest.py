@@ -111,6 +111,26 @@ def write_opendocument(path, kind: str, body: str, *, styles: str = "", title: s
                                           "</dc:title></office:meta></office:document-meta>")
 
 
+# a chart object (its own content.xml in the package) of two series over two quarters, and a series without values
+ODF_CHART_OBJECT = (
+    '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:chart><chart:chart>'
+    "<chart:title><text:p>Revenue by quarter</text:p></chart:title><table:table table:name='local-table'>"
+    "<table:table-header-rows><table:table-row><table:table-cell/><table:table-cell><text:p>Revenue</text:p>"
+    "</table:table-cell><table:table-cell><text:p>Costs</text:p></table:table-cell><table:table-cell><text:p>"
+    "Spare</text:p></table:table-cell></table:table-row>"
+    "</table:table-header-rows><table:table-rows>"
+    + "".join(f"<table:table-row><table:table-cell><text:p>{quarter}</text:p></table:table-cell>"
+              f"<table:table-cell office:value-type='float' office:value='{revenue}'><text:p>{revenue}</text:p>"
+              f"</table:table-cell><table:table-cell office:value-type='float' office:value='{costs}'><text:p>"
+              f"{costs}</text:p></table:table-cell><table:table-cell office:value-type='float' office:value='NaN'>"
+              "<text:p/></table:table-cell></table:table-row>"  # a series without values (LibreOffice: NaN)
+              for quarter, revenue, costs in (("Q2", "3.70", "2"), ("Q3", "4.1", "2.2")))
+    + "</table:table-rows></table:table></chart:chart></office:chart></office:body></office:document-content>")
+
+
 def make_chunk(cid, text, tenant="a", roles=(), **kw):
     return StoredChunk(chunk_id=cid, text=text, tenant=tenant, source=f"{cid}.md", allowed_roles=frozenset(roles),
                        **kw)

@@ -8,7 +8,7 @@ import pytest
 from models.errors import DataError
 from pipeline.retrieval.documents import read_document
 from pipeline.retrieval.strips import strips_with_sections
-from tests.pipeline.conftest import write_opendocument
+from tests.pipeline.conftest import ODF_CHART_OBJECT, write_opendocument
 
 
 def frame(kind: str, x: str, y: str, inner: str) -> str:
@@ -81,25 +81,6 @@ def test_a_file_that_is_not_a_presentation_is_an_error_naming_it(tmp_path):
         read_document(path)
 
 
-CHART_OBJECT = (
-    '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-    'xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0" '
-    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
-    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:chart><chart:chart>'
-    "<chart:title><text:p>Revenue by quarter</text:p></chart:title><table:table table:name='local-table'>"
-    "<table:table-header-rows><table:table-row><table:table-cell/><table:table-cell><text:p>Revenue</text:p>"
-    "</table:table-cell><table:table-cell><text:p>Costs</text:p></table:table-cell><table:table-cell><text:p>"
-    "Spare</text:p></table:table-cell></table:table-row>"
-    "</table:table-header-rows><table:table-rows>"
-    + "".join(f"<table:table-row><table:table-cell><text:p>{quarter}</text:p></table:table-cell>"
-              f"<table:table-cell office:value-type='float' office:value='{revenue}'><text:p>{revenue}</text:p>"
-              f"</table:table-cell><table:table-cell office:value-type='float' office:value='{costs}'><text:p>"
-              f"{costs}</text:p></table:table-cell><table:table-cell office:value-type='float' office:value='NaN'>"
-              "<text:p/></table:table-cell></table:table-row>"  # a series without values (LibreOffice: NaN)
-              for quarter, revenue, costs in (("Q2", "3.70", "2"), ("Q3", "4.1", "2.2")))
-    + "</table:table-rows></table:table></chart:chart></office:chart></office:body></office:document-content>")
-
-
 def test_a_chart_reads_as_its_title_and_series_as_a_powerpoint_chart_does(tmp_path):
     page = ('<draw:page>' + frame("title", "1cm", "1cm", box("Trend"))
             + frame("", "1cm", "5cm", '<draw:object xlink:href="./Object 1"/><draw:image xlink:href="./ObjectRepl"/>')
@@ -108,7 +89,7 @@ def test_a_chart_reads_as_its_title_and_series_as_a_powerpoint_chart_does(tmp_pa
     path = tmp_path / "trend.odp"
     write_opendocument(path, "presentation", page)
     with zipfile.ZipFile(path, "a") as package:
-        package.writestr("Object 1/content.xml", CHART_OBJECT)
-        package.writestr("Object 2/content.xml", CHART_OBJECT.replace("office:chart>", "office:drawing>"))
+        package.writestr("Object 1/content.xml", ODF_CHART_OBJECT)
+        package.writestr("Object 2/content.xml", ODF_CHART_OBJECT.replace("office:chart>", "office:drawing>"))
     assert read_document(path)[1] == ("## Trend\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, Q3 4.1\n"
                                       "Costs: Q2 2, Q3 2.2")

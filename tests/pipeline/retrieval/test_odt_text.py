@@ -7,7 +7,7 @@ import pytest
 
 from models.errors import DataError
 from pipeline.retrieval.documents import read_document
-from tests.pipeline.conftest import OPENDOCUMENT_NS, write_opendocument
+from tests.pipeline.conftest import ODF_CHART_OBJECT, OPENDOCUMENT_NS, write_opendocument
 
 
 def write_odt(path, body: str, styles: str = "", meta_title: str | None = None) -> None:
@@ -128,3 +128,14 @@ def test_flat_opendocument_files_read_as_their_zipped_twins(tmp_path, suffix, ki
                     'xmlns:office:1.0"/>', encoding="utf-8")
     with pytest.raises(DataError, match=rf"flat\{suffix}: XML, but not a flat OpenDocument file"):
         read_document(path)
+
+
+def test_a_chart_in_a_text_reads_after_its_paragraph(tmp_path):
+    body = ('<text:p>Revenue grew.<draw:frame><draw:object xlink:href="./Object 1"/></draw:frame></text:p>'
+            "<text:p>Costs held.</text:p>")
+    path = tmp_path / "report.odt"
+    write_opendocument(path, "text", body)
+    with zipfile.ZipFile(path, "a") as package:
+        package.writestr("Object 1/content.xml", ODF_CHART_OBJECT)
+    assert read_document(path)[1] == ("Revenue grew.\n\nChart: Revenue by quarter\nRevenue: Q2 3.7, Q3 4.1\n"
+                                      "Costs: Q2 2, Q3 2.2\n\nCosts held.")
