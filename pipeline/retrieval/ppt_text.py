@@ -216,17 +216,14 @@ def _slide_list(data: bytes, document: _Record, instance: int) -> list[_Entry]:
     """The entries of the document's slide list of ``instance`` (slides or notes pages), in order."""
     for child in _children(data, document.start, document.end):
         if child.type == SLIDE_LIST and child.instance == instance:
-            entries: list[_Entry] = []
-            records: list[_Record] = []
+            runs: list[tuple[int, int, list[_Record]]] = []  # (persist id, slide id, the records after its atom)
             for record in _children(data, child.start, child.end):
                 if record.type == SLIDE_PERSIST and record.end - record.start >= 16:
-                    records = []
                     persist, _, _, slide_id = struct.unpack_from("<IIII", data, record.start)
-                    entries.append(_Entry(persist, slide_id, []))
-                elif entries:
-                    records.append(record)
-                    entries[-1] = entries[-1]._replace(texts=_texts(data, records))
-            return entries
+                    runs.append((persist, slide_id, []))
+                elif runs:
+                    runs[-1][2].append(record)
+            return [_Entry(persist, slide_id, _texts(data, records)) for persist, slide_id, records in runs]
     return []
 
 

@@ -2,6 +2,7 @@
 outlines as lists, tables as rows, notes kept, furniture left out, only the newest copy of each slide read."""
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -72,13 +73,15 @@ def reference(index: int) -> bytes:
     return container(0xF00D, record(3998, struct.pack("<i", index)))
 
 
-def deck(*, token: int = 0xE391C05F, loop: bool = False) -> bytes:
+def deck(*, token: int = 0xE391C05F, loop: bool = False, unused_texts: int = 0) -> bytes:
     """An OLE file written as PowerPoint writes one saved twice: the second save appended a new copy of slide 1
-    and a persist directory naming it. Slide 2 lies before slide 1 in the stream; the slide list orders them."""
+    and a persist directory naming it. Slide 2 lies before slide 1 in the stream; the slide list orders them.
+    ``unused_texts``: more texts in slide 1's part of the slide list, which no shape refers to."""
     outline_styles = struct.pack("<IHI", 5, 0, 0) + struct.pack("<IHI", 12, 1, 0)  # "Soup\r" level 0, the rest 1
     slide_list = container(4080, record(1011, struct.pack("<IIIII", 2, 0, 2, 256, 0)),
                            text(0, "Caf\xe9 menu", eight_bit=True),
                            text(1, "Soup\rBread\vrolls", styles=outline_styles),
+                           *(text(4, "unused", eight_bit=True) for _ in range(unused_texts)),
                            record(1011, struct.pack("<IIIII", 3, 0, 0, 257, 0)), instance=0)
     notes_list = container(4080, record(1011, struct.pack("<IIIII", 4, 0, 0, 512, 0)), instance=2)
     document = container(1000, record(1001, b"\x00" * 40), slide_list, notes_list)
@@ -133,6 +136,16 @@ def test_the_newest_copy_of_each_slide_is_read_in_the_slide_lists_order_with_tex
         "Page\n\n"  # the slide number's placeholder character left out; so is the footer
         "Notes: Say the soup\ntwice\n\n"
         "## Drinks"))
+
+
+def test_a_slide_list_of_many_texts_reads_in_linear_time(tmp_path):
+    path = tmp_path / "long.ppt"
+    path.write_bytes(deck())
+    expected = read_document(path)
+    path.write_bytes(deck(unused_texts=20_000))  # each text was parsed again for every one after it: minutes
+    start = time.perf_counter()
+    assert read_document(path) == expected
+    assert time.perf_counter() - start < 5
 
 
 def test_encrypted_decks_and_looping_edit_chains_are_errors_naming_the_file(tmp_path):
