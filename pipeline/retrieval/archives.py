@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 
 from models.errors import DataError, MissingDependencyError
-from pipeline.retrieval.documents import SUPPORTED, read_document
+from pipeline.retrieval.documents import SUPPORTED, read_document_as
 from pipeline.retrieval.file_kinds import content_suffix
 from pipeline.retrieval.zipped_xml import check_part_size, opened_zip, part_bytes
 
@@ -67,7 +67,7 @@ class DocumentText:
         suffix = path.suffix.lower()
         try:
             suffix = content_suffix(path, suffix)  # an HTML table named .xls is not a table's records
-            title, text = read_document(path, encoding=encoding)
+            title, text = read_document_as(path, suffix, encoding=encoding)
         except MissingDependencyError as exc:
             return cls(named, path.name, suffix, error=exc)
         except DataError as exc:

@@ -54,7 +54,8 @@ from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
-           "chunk_text", "is_record_metadata", "read_document", "reveals_access_denied", "term_coverage"]
+           "chunk_text", "is_record_metadata", "read_document", "read_document_as", "reveals_access_denied",
+           "term_coverage"]
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +165,17 @@ def read_document(path: str | Path, *, encoding: str | None = None) -> tuple[str
     archive or an HTML table named .doc or .xls, a .docx named .doc...), not as its name says.
     ``encoding``: the charset of text files that are not UTF-8 (an unknown name is a ConfigError,
     :func:`check_encoding`); without it such a file is an error."""
-    check_encoding(encoding)
     path = Path(path)
+    return read_document_as(path, content_suffix(path, path.suffix.lower()), encoding=encoding)
+
+
+def read_document_as(path: Path, actual: str, *, encoding: str | None = None) -> tuple[str, str]:
+    """:func:`read_document` for a caller that has already asked :func:`content_suffix` which reader ``path`` needs
+    (``actual``), so that the file is not opened twice to tell."""
+    check_encoding(encoding)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(SUPPORTED)}")
-    actual = content_suffix(path, suffix)
     if actual != suffix:
         logger.info("%s: read as a %s file, which its content is, whatever its name says", path, actual)
     try:
