@@ -24,7 +24,7 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.odf_charts import chart_lines
 from pipeline.retrieval.table_text import row_line
-from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, opened_zip, part_xml, xml_root
+from pipeline.retrieval.zipped_xml import opened_zip, part_xml, xml_file
 
 __all__ = ["OpenDocumentParts", "TextReader", "count_attribute", "document_title", "frame_alt_text", "list_styles",
            "odt_to_text", "opendocument_body", "opendocument_parts", "title_styles"]
@@ -65,11 +65,7 @@ def opendocument_parts(path: Path, kind: str) -> OpenDocumentParts:
     with path.open("rb") as handle:
         flat = handle.read(FLAT_SNIFF).lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"<?xml", b"<office:document"))
     if flat:
-        if path.stat().st_size > MAX_PART_BYTES:
-            raise DataError(f"{path}: a flat OpenDocument file larger than {MAX_PART_BYTES // 2**20} MB; not read")
-        root = xml_root(path.read_bytes(), str(path), damaged)
-        if root.tag != f"{{{OFFICE}}}document":
-            raise DataError(f"{path}: XML, but not a flat OpenDocument file (its root is {root.tag!r})")
+        root = xml_file(path, f"{{{OFFICE}}}document", "a flat OpenDocument file", damaged)
         return OpenDocumentParts(content=root, styles=None, meta=root)
     with opened_zip(path, f"not a readable {kind} file; an {kind} file is a zip of OpenDocument XML, and a "
                           "password-protected one must be saved without its password first") as archive:

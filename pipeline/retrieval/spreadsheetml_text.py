@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from models.errors import DataError
 from pipeline.retrieval.table_text import workbook_records
-from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
+from pipeline.retrieval.zipped_xml import xml_file
 
 __all__ = ["is_spreadsheetml", "spreadsheetml_to_text"]
 
@@ -35,11 +34,7 @@ def is_spreadsheetml(head: bytes) -> bool:
 
 def spreadsheetml_to_text(path: Path) -> tuple[str, str]:
     """(title, records) of the visible worksheets of the XML Spreadsheet 2003 workbook in ``path``."""
-    if path.stat().st_size > MAX_PART_BYTES:
-        raise DataError(f"{path}: an XML spreadsheet larger than {MAX_PART_BYTES // 2**20} MB; not read")
-    root = xml_root(path.read_bytes(), str(path))
-    if root.tag != f"{SS}Workbook":
-        raise DataError(f"{path}: XML, but not an XML Spreadsheet 2003 workbook (its root is {root.tag!r})")
+    root = xml_file(path, f"{SS}Workbook", "an XML Spreadsheet 2003 workbook")
     sheets = [(sheet.get(f"{SS}Name", ""), _rows(sheet)) for sheet in root.findall(f"{SS}Worksheet")
               if not _hidden(sheet)]
     title = " ".join(root.findtext(f"{OFFICE}DocumentProperties/{OFFICE}Title", "").split())

@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 from models.errors import DataError
 
 __all__ = ["MAX_DEPTH", "MAX_PART_BYTES", "ZIP_ERRORS", "check_part_size", "opened_zip", "part_bytes", "part_xml",
-           "xml_root"]
+           "xml_file", "xml_root"]
 
 MAX_PART_BYTES = 64 * 2**20  # one part unpacked (a chapter, content.xml): more is a zip bomb, not a document
 MAX_DEPTH = 200  # elements nested deeper than this are a crafted file (documents nest a few dozen deep at most)
@@ -58,6 +58,18 @@ def part_xml(path: Path, archive: zipfile.ZipFile, member: str, damaged: str = "
     """The parsed XML of ``member``; not well formed (or in an encoding Python does not know), or nested deeper than
     :data:`MAX_DEPTH`, is a DataError."""
     return xml_root(part_bytes(path, archive, member, damaged), f"{path}: {member}", damaged)
+
+
+def xml_file(path: Path, root: str, kind: str, damaged: str = "the file is damaged") -> ElementTree.Element:
+    """The XML document in the file at ``path``, whose root element must be ``root`` (``kind`` names that kind of
+    file in the errors: "a flat OpenDocument file"); larger than :data:`MAX_PART_BYTES`, not well formed, nested too
+    deep or rooted elsewhere is a DataError."""
+    if path.stat().st_size > MAX_PART_BYTES:
+        raise DataError(f"{path}: {kind} larger than {MAX_PART_BYTES // 2**20} MB; not read")
+    found = xml_root(path.read_bytes(), str(path), damaged)
+    if found.tag != root:
+        raise DataError(f"{path}: XML, but not {kind} (its root is {found.tag!r})")
+    return found
 
 
 def xml_root(data: bytes, what: str, damaged: str = "the file is damaged") -> ElementTree.Element:
