@@ -53,12 +53,12 @@ def odp_to_text(path: Path) -> tuple[str, str]:
             if kind == "title" and not title:
                 title = " ".join(" ".join(reader.read(frame)).split())
                 continue
-            content += _frame_blocks(reader, frame, parts.package)
+            content += _frame_blocks(reader, frame)
         notes = page.find(f"{{{PRESENTATION}}}notes")
         if notes is not None:  # the notes' text, not the notes page's slide number
             text = "\n".join(block for frame in _frames_in_reading_order(notes)
                              if frame.get(f"{{{PRESENTATION}}}class", "") not in FURNITURE
-                             for block in _frame_blocks(reader, frame, parts.package))
+                             for block in _frame_blocks(reader, frame))
             if text:
                 content.append(f"Notes: {text}")
         first_title = first_title or title
@@ -101,14 +101,14 @@ def _holds_text(shape: ElementTree.Element) -> bool:
     return any(child.tag in SHAPE_TEXT for child in shape)
 
 
-def _frame_blocks(reader: TextReader, frame: ElementTree.Element, package: Path | None) -> list[str]:
+def _frame_blocks(reader: TextReader, frame: ElementTree.Element) -> list[str]:
     """A frame's text, table rows, chart (:mod:`pipeline.retrieval.odf_charts`) or picture alt text; a shape's
     text."""
     if frame.tag != f"{{{DRAW}}}frame":
         return reader.read(frame)
     if frame.find(f"{{{DRAW}}}text-box") is not None or frame.find(f"{{{TABLE}}}table") is not None:
         return reader.read(frame)
-    if chart := chart_lines(package, frame):
+    if chart := chart_lines(reader.package, frame):
         return ["\n".join(chart)]
     if frame.find(f"{{{DRAW}}}image") is not None or frame.find(f"{{{DRAW}}}object") is not None:
         alt = frame_alt_text(frame)
