@@ -13,6 +13,7 @@ from models.errors import DataError
 from pipeline.retrieval.archives import DocumentText
 from pipeline.retrieval.documents import is_record_metadata, read_document
 from pipeline.retrieval.file_kinds import content_suffix
+from tests.pipeline.conftest import write_opendocument
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 WORD_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
@@ -168,3 +169,66 @@ def test_macro_enabled_workbooks_and_binary_templates_are_read_by_their_familys_
     document.add_paragraph("Dear customer,")
     document.save(str(letter))
     assert read_document(letter)[1] == "Dear customer,"
+
+
+def test_a_file_named_as_another_office_familys_is_read_by_the_reader_of_what_it_holds(tmp_path, caplog):
+    xlwt = pytest.importorskip("xlwt")
+    pytest.importorskip("xlrd")
+    book = xlwt.Workbook()
+    sheet = book.add_sheet("Prices")
+    for row, values in enumerate([("plan", "price"), ("Team", "12.5")]):
+        for column, value in enumerate(values):
+            sheet.write(row, column, value)
+    workbook = tmp_path / "prices.doc"  # an Excel 97-2003 workbook a mail system named .doc
+    book.save(str(workbook))
+    assert content_suffix(workbook, ".doc") == ".xls"
+    with caplog.at_level(logging.INFO, logger="pipeline.retrieval.documents"):
+        assert read_document(workbook)[1] == "plan: Team\nprice: 12.5"
+    assert "read as a .xls file" in caplog.text
+    assert DocumentText.read(workbook).suffix == ".xls"  # chunked as a table's records
+    deck = tmp_path / "review.doc"  # a PowerPoint 97-2003 deck under a Word name
+    shutil.copy(FIXTURES / "quarterly-review.ppt", deck)
+    assert content_suffix(deck, ".doc") == ".ppt"
+    assert read_document(deck)[0] == "Quarterly review, finance team"
+    letter = tmp_path / "letter.xlsx"  # a Word 97-2003 document under a workbook name
+    shutil.copy(FIXTURES / "store-handbook.doc", letter)
+    assert content_suffix(letter, ".xlsx") == ".doc"
+    assert read_document(letter)[0] == "Store handbook"
+    template = tmp_path / "handbook.dot"  # the name's own family: the template keeps its name
+    shutil.copy(FIXTURES / "store-handbook.doc", template)
+    assert content_suffix(template, ".dot") == ".dot"
+
+
+def test_packages_of_another_family_and_opendocument_files_under_office_names(tmp_path):
+    slides = tmp_path / "minutes.docx"  # a .pptx renamed .docx
+    slides.write_bytes(slide_deck())
+    assert content_suffix(slides, ".docx") == ".pptx"
+    assert read_document(slides)[1] == "## Refunds take 30 days."
+    macro_deck = tmp_path / "minutes.pptm"  # its own family: the variant's name stays
+    macro_deck.write_bytes(slide_deck())
+    assert content_suffix(macro_deck, ".pptm") == ".pptm"
+    letter = tmp_path / "letter.xls"
+    letter.write_bytes(word_letter())
+    assert content_suffix(letter, ".xls") == ".docx"
+    assert read_document(letter)[1] == "Refunds take 30 days."
+    odt = tmp_path / "policy.docx"  # LibreOffice's own format saved under Word's name
+    write_opendocument(odt, "text", "<text:p>Refunds take 30 days.</text:p>")
+    assert content_suffix(odt, ".docx") == ".odt"
+    assert read_document(odt) == ("policy", "Refunds take 30 days.")
+    other_zip = tmp_path / "photos.doc"  # a zip of something else: the name's family, and its reader's error
+    with zipfile.ZipFile(other_zip, "w") as archive:
+        archive.writestr("photo.txt", "not an office file")
+    assert content_suffix(other_zip, ".doc") == ".docx"
+
+
+def test_a_damaged_container_keeps_the_reader_its_name_chooses(tmp_path):
+    broken_ole = tmp_path / "report.xls"
+    broken_ole.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100)  # OLE magic, nothing behind it
+    assert content_suffix(broken_ole, ".xls") == ".xls"
+    with pytest.raises(DataError, match=r"report\.xls"):
+        read_document(broken_ole)
+    broken_zip = tmp_path / "report.docx"
+    broken_zip.write_bytes(b"PK\x03\x04" + b"\x00" * 100)
+    assert content_suffix(broken_zip, ".docx") == ".docx"
+    with pytest.raises(DataError, match=r"report\.docx"):
+        read_document(broken_zip)
