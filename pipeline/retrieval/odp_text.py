@@ -40,7 +40,13 @@ TO_POINTS = {"cm": 72 / 2.54, "mm": 72 / 25.4, "in": 72.0, "pt": 1.0, "pc": 12.0
 def odp_to_text(path: Path) -> tuple[str, str]:
     """(title, text): the presentation's title, else its first slide title ('' when neither), and the slides."""
     parts, body = opendocument_body(path, ".odp", "presentation", "presentation", "a text document")
-    reader = TextReader.of(parts)
+    with TextReader.of(parts) as reader:
+        blocks, first_title = _slides(reader, body)
+    return document_title(parts) or first_title, "\n\n".join(blocks)
+
+
+def _slides(reader: TextReader, body: ElementTree.Element) -> tuple[list[str], str]:
+    """Each slide's heading (its title, else "Slide N") and blocks, and the first slide title ('' when none)."""
     blocks: list[str] = []
     first_title = ""
     for number, page in enumerate(body.findall(f"{{{DRAW}}}page"), start=1):
@@ -64,7 +70,7 @@ def odp_to_text(path: Path) -> tuple[str, str]:
         first_title = first_title or title
         if title or content:  # an empty slide without a title is no section
             blocks += [f"## {title or f'Slide {number}'}", *content]
-    return document_title(parts) or first_title, "\n\n".join(blocks)
+    return blocks, first_title
 
 
 def _frames_in_reading_order(container: ElementTree.Element) -> list[ElementTree.Element]:

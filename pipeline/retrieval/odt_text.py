@@ -22,7 +22,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
-from pipeline.retrieval.odf_charts import chart_lines
+from pipeline.retrieval.odf_charts import EmbeddedObjects, chart_lines
 from pipeline.retrieval.table_text import row_line
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml, xml_file
 
@@ -97,8 +97,8 @@ def odt_to_text(path: Path) -> tuple[str, str]:
     """(title, text): the document's title, else its first heading ('' when neither), and its paragraphs
     separated by blank lines."""
     parts, body = opendocument_body(path, ".odt", "text", "text body", "a spreadsheet or presentation")
-    reader = TextReader.of(parts)
-    reader.blocks(body)
+    with TextReader.of(parts) as reader:
+        reader.blocks(body)
     title = document_title(parts) or next((p.lstrip("#").strip() for p in reader.paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(reader.paragraphs)
 
@@ -110,13 +110,21 @@ class TextReader:
     list_styles: dict[str, dict[int, tuple[str, str, str]]]  # style -> level -> (num-format, prefix, suffix)
     title_styles: set[str]
     paragraphs: list[str] = field(default_factory=list)
-    package: Path | None = None  # where embedded charts are read from (None: a flat file, whose charts are inline)
+    package: EmbeddedObjects | None = None  # where embedded charts are read from (None: a flat file's are inline)
 
     @classmethod
     def of(cls, parts: OpenDocumentParts) -> TextReader:
-        """A reader that knows the document's list and title styles."""
+        """A reader that knows the document's list and title styles; used in a ``with`` block, which closes the
+        package its charts were read from."""
         return cls(list_styles(parts.content, parts.styles), title_styles(parts.content, parts.styles),
-                   package=parts.package)
+                   package=EmbeddedObjects(parts.package) if parts.package is not None else None)
+
+    def __enter__(self) -> TextReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.package is not None:
+            self.package.close()
 
     def read(self, element: ElementTree.Element) -> list[str]:
         """The paragraphs of ``element``'s children, apart from those read before."""
