@@ -4,8 +4,10 @@ Paragraphs and tables come in document order. Heading and Title styles are writt
 so chunking keeps each section with its heading and sentence strips never quote one; list paragraphs
 keep the label Word shows them with (``- `` for a bullet, ``3. ``, ``2.1. ``, ``b) ``: see
 :mod:`pipeline.retrieval.docx_numbering`); a table row is one paragraph of its cells; a picture reads as its alt
-text ("Image: ...") after its paragraph, unless a program wrote it (:mod:`pipeline.retrieval.alt_text`). Page
-headers and footers are not part of the body and are left out, like a web page's furniture.
+text ("Image: ...") after its paragraph, unless a program wrote it (:mod:`pipeline.retrieval.alt_text`); a text
+box's paragraphs and tables (a cover page's title, a flyer's panels, a form's boxes) come after the paragraph it is
+anchored in, read once although Word stores each twice (a DrawingML shape and its VML fallback for older readers).
+Page headers and footers are not part of the body and are left out, like a web page's furniture.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pipeline.retrieval.table_text import row_line
 __all__ = ["docx_to_text"]
 
 HEADING_STYLE = re.compile(r"heading\s*([1-6])$", re.IGNORECASE)
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 
 
 def docx_to_text(path: Path) -> tuple[str, str]:
@@ -36,20 +40,48 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first, and a Word 97-2003 one is read from a file named "
                         ".doc") from exc
-    paragraphs: list[str] = []
-    labels = ListLabels(document)
-    for block in document.iter_inner_content():
-        if isinstance(block, docx.table.Table):
-            paragraphs += _table_rows(block)
-        else:
-            text = block.text  # python-docx joins the runs anew on every read
-            if text.strip():
-                paragraphs.append(_paragraph(text, labels.label(block), labels.styles.of(block)))
-            paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
+    paragraphs = _blocks(document.iter_inner_content(), ListLabels(document))
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(paragraphs)
+
+
+def _blocks(blocks: Any, labels: ListLabels) -> list[str]:
+    """The paragraphs and table rows of python-docx ``blocks``, each paragraph followed by its pictures' alt text
+    and its text boxes' blocks."""
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    paragraphs: list[str] = []
+    for block in blocks:
+        if isinstance(block, Table):
+            paragraphs += _table_rows(block)
+            continue
+        text = block.text  # python-docx joins the runs anew on every read; a text box's runs are not among them
+        if text.strip():
+            paragraphs.append(_paragraph(text, labels.label(block), labels.styles.of(block)))
+        paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
+        for box in _text_boxes(block._p):
+            paragraphs += _blocks((Paragraph(child, block) if child.tag == f"{W}p" else Table(child, block)
+                                   for child in box if child.tag in (f"{W}p", f"{W}tbl")), labels)
+    return paragraphs
+
+
+def _text_boxes(paragraph: Any) -> list[Any]:
+    """The ``w:txbxContent`` elements of a paragraph's own text boxes, in order."""
+    return [box for box in paragraph.iter(f"{W}txbxContent") if _own(box, paragraph)]
+
+
+def _own(element: Any, paragraph: Any) -> bool:
+    """Whether ``element`` belongs to ``paragraph`` itself: not to one of its text boxes (read with the box), nor to
+    a VML fallback (the same shape again, for older readers)."""
+    ancestor = element.getparent()
+    while ancestor is not None and ancestor is not paragraph:
+        if ancestor.tag in (FALLBACK, f"{W}txbxContent"):
+            return False
+        ancestor = ancestor.getparent()
+    return True
 
 
 def _paragraph(paragraph_text: str, label: str | None, paragraph_style: Any) -> str:
@@ -67,8 +99,8 @@ def _paragraph(paragraph_text: str, label: str | None, paragraph_style: Any) -> 
 
 def _pictures(paragraph: Any) -> list[str]:
     """The authored alt text of the pictures in a paragraph (inline or floating), in order."""
-    found = paragraph._p.xpath(".//wp:docPr/@descr")  # python-docx has no public API for a picture's alt text
-    return [alt for alt in map(authored, found) if alt]
+    found = paragraph._p.xpath(".//wp:docPr")  # python-docx has no public API for a picture's alt text
+    return [alt for alt in (authored(p.get("descr", "")) for p in found if _own(p, paragraph._p)) if alt]
 
 
 def _table_rows(table: Any) -> list[str]:

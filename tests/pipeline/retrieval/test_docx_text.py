@@ -176,3 +176,40 @@ def test_without_the_rag_extra_markdown_and_pdf_are_not_one_files_problem(tmp_pa
         ingest(index, [tmp_path], tenant="t", skip_errors=True)
     assert not (tmp_path / "idx" / "index.sqlite").exists()
     markdown_text._parser.cache_clear()
+
+
+def _text_box(paragraphs: str, *, alt: str = "") -> str:
+    """A run holding a text box as Word writes one: a DrawingML shape and the same box again as a VML fallback."""
+    return (
+        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+        'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
+        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+        'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
+        'xmlns:v="urn:schemas-microsoft-com:vml"><mc:AlternateContent><mc:Choice Requires="wps"><w:drawing>'
+        f'<wp:anchor><wp:docPr id="7" name="Text Box 7" descr="{alt}"/><a:graphic><a:graphicData '
+        'uri="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><wps:wsp><wps:txbx><w:txbxContent>'
+        f"{paragraphs}</w:txbxContent></wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing>"
+        f"</mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent>{paragraphs}</w:txbxContent>"
+        "</v:textbox></v:shape></w:pict></mc:Fallback></mc:AlternateContent></w:r>")
+
+
+def test_text_boxes_read_once_after_the_paragraph_they_are_anchored_in(tmp_path):
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    flyer = document.add_paragraph("Spring sale at every store.")
+    inner_picture = ('<w:r><w:drawing><wp:inline><wp:docPr id="9" name="Picture 9" descr="A red sale tag"/>'
+                     "</wp:inline></w:drawing></w:r>")
+    nested = _text_box("<w:p><w:r><w:t>Members save another 5%.</w:t></w:r></w:p>")
+    box = ('<w:p><w:pPr><w:pStyle w:val="Heading2"/></w:pPr><w:r><w:t>Returns desk</w:t></w:r></w:p>'
+           "<w:p><w:r><w:t>Open   9 to 5, call 555-0100.</w:t></w:r>" + inner_picture + nested + "</w:p>"
+           "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Mon</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>closed</w:t></w:r>"
+           "</w:p></w:tc></w:tr></w:tbl>")
+    flyer._p.append(parse_xml(_text_box(box, alt="Returns panel")))
+    document.add_paragraph("Prices include tax.")
+    path = tmp_path / "flyer.docx"
+    document.save(str(path))
+    assert read_document(path)[1].split("\n\n") == [
+        "Spring sale at every store.", "Image: Returns panel", "## Returns desk", "Open 9 to 5, call 555-0100.",
+        "Image: A red sale tag", "Members save another 5%.", "Mon | closed", "Prices include tax."]
