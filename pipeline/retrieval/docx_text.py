@@ -7,12 +7,16 @@ keep the label Word shows them with (``- `` for a bullet, ``3. ``, ``2.1. ``, ``
 text ("Image: ...") after its paragraph, unless a program wrote it (:mod:`pipeline.retrieval.alt_text`); a text
 box's paragraphs and tables (a cover page's title, a flyer's panels, a form's boxes) come after the paragraph it is
 anchored in, read once although Word stores each twice (a DrawingML shape and its VML fallback for older readers).
-Page headers and footers are not part of the body and are left out, like a web page's furniture.
+Text inside content controls (a cover page, a form's filled-in fields, a repeating section's table rows) and
+tracked insertions reads as Word shows it, deleted text does not, and a table of contents is left out (it repeats
+the headings); python-docx's own paragraph and table text misses all of these. Page headers and footers are not
+part of the body and are left out, like a web page's furniture.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,8 @@ __all__ = ["docx_to_text"]
 
 HEADING_STYLE = re.compile(r"heading\s*([1-6])$", re.IGNORECASE)
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+NOT_OWN = frozenset({"{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback", f"{W}txbxContent"})
+RUNS_NOT_SHOWN = frozenset({f"{W}del", f"{W}moveFrom", f"{W}rt"})  # deleted, moved away, a ruby's phonetic guide
 
 
 def docx_to_text(path: Path) -> tuple[str, str]:
@@ -40,32 +45,59 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first, and a Word 97-2003 one is read from a file named "
                         ".doc") from exc
-    paragraphs = _blocks(document.iter_inner_content(), ListLabels(document))
+    paragraphs = _blocks(document.element.body, document, ListLabels(document))
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(paragraphs)
 
 
-def _blocks(blocks: Any, labels: ListLabels) -> list[str]:
-    """The paragraphs and table rows of python-docx ``blocks``, each paragraph followed by its pictures' alt text
+def _blocks(container: Any, parent: Any, labels: ListLabels) -> list[str]:
+    """The paragraphs and table rows of the body, a text box or a content control (``container``, an lxml element;
+    ``parent``: the python-docx object its paragraphs hang from), each paragraph followed by its pictures' alt text
     and its text boxes' blocks."""
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
     paragraphs: list[str] = []
-    for block in blocks:
-        if isinstance(block, Table):
-            paragraphs += _table_rows(block)
+    for element in _block_elements(container):
+        if element.tag == f"{W}tbl":
+            paragraphs += _table_rows(Table(element, parent))
             continue
-        text = block.text  # python-docx joins the runs anew on every read; a text box's runs are not among them
+        block = Paragraph(element, parent)
+        text = _paragraph_text(element)
         if text.strip():
             paragraphs.append(_paragraph(text, labels.label(block), labels.styles.of(block)))
         paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
-        for box in _text_boxes(block._p):
-            paragraphs += _blocks((Paragraph(child, block) if child.tag == f"{W}p" else Table(child, block)
-                                   for child in box if child.tag in (f"{W}p", f"{W}tbl")), labels)
+        for box in _text_boxes(element):
+            paragraphs += _blocks(box, block, labels)
     return paragraphs
+
+
+def _block_elements(container: Any) -> Iterator[Any]:
+    """The ``w:p`` and ``w:tbl`` elements of ``container`` in order, those inside block-level content controls
+    (``w:sdt``: a cover page, a form's sections) and custom XML too; a table of contents' control is left out (it
+    repeats the headings)."""
+    for child in container:
+        if child.tag in (f"{W}p", f"{W}tbl"):
+            yield child
+        elif child.tag == f"{W}sdt" and not _is_table_of_contents(child):
+            for content in child.iterchildren(f"{W}sdtContent"):
+                yield from _block_elements(content)
+        elif child.tag == f"{W}customXml":
+            yield from _block_elements(child)
+
+
+def _is_table_of_contents(control: Any) -> bool:
+    gallery = control.find(f"{W}sdtPr/{W}docPartObj/{W}docPartGallery")
+    return gallery is not None and gallery.get(f"{W}val", "").lower().startswith("table of contents")
+
+
+def _paragraph_text(paragraph: Any) -> str:
+    """The paragraph's shown text: its runs in order, those in hyperlinks, content controls (a form's filled-in
+    fields), tracked insertions and simple fields too; not deleted or moved-away text, a phonetic guide, or a text
+    box's runs (read as the box's own paragraphs)."""
+    return "".join(run.text for run in paragraph.iter(f"{W}r") if _own(run, paragraph, RUNS_NOT_SHOWN))
 
 
 def _text_boxes(paragraph: Any) -> list[Any]:
@@ -73,12 +105,12 @@ def _text_boxes(paragraph: Any) -> list[Any]:
     return [box for box in paragraph.iter(f"{W}txbxContent") if _own(box, paragraph)]
 
 
-def _own(element: Any, paragraph: Any) -> bool:
+def _own(element: Any, paragraph: Any, outside: frozenset[str] = frozenset()) -> bool:
     """Whether ``element`` belongs to ``paragraph`` itself: not to one of its text boxes (read with the box), nor to
-    a VML fallback (the same shape again, for older readers)."""
+    a VML fallback (the same shape again, for older readers), nor to any element named in ``outside``."""
     ancestor = element.getparent()
     while ancestor is not None and ancestor is not paragraph:
-        if ancestor.tag in (FALLBACK, f"{W}txbxContent"):
+        if ancestor.tag in NOT_OWN or ancestor.tag in outside:
             return False
         ancestor = ancestor.getparent()
     return True
@@ -106,17 +138,38 @@ def _pictures(paragraph: Any) -> list[str]:
 def _table_rows(table: Any) -> list[str]:
     """A table's rows, a line each; below a header row (Word's "Repeat as header row": the row's ``w:tblHeader``)
     each cell led by its column's name (:func:`row_line`), except in a row with merged cells."""
+    from docx.table import _Cell, _Row
+
     rows: list[str] = []
     header: list[str] | None = None
-    for row in table.rows:
-        spans = row.cells
-        cells = list({id(c._tc): c.text.strip() for c in spans}.values())  # a merged cell is listed per column
+    for tr in _row_elements(table._tbl):
+        row = _Row(tr, table)
+        try:
+            spans = row.cells
+        except ValueError:  # a row inside a content control: python-docx cannot find the row above a merged cell
+            spans = tuple(_Cell(tc, table) for tc in tr.tc_lst)
+        cells = list({id(c._tc): _cell_text(c._tc) for c in spans}.values())  # a merged cell is listed per column
         if not rows and header is None and _repeats_as_header(row):
             header = cells
         line = row_line(cells, header if len(cells) == len(spans) else None)  # merged cells: which name is whose?
         if line:
             rows.append(line)
     return rows
+
+
+def _row_elements(table: Any) -> Iterator[Any]:
+    """A table's ``w:tr`` elements in order, those of a repeating section (a content control of rows) too."""
+    for child in table:
+        if child.tag == f"{W}tr":
+            yield child
+        elif child.tag in (f"{W}sdt", f"{W}customXml"):
+            for content in (child.iterchildren(f"{W}sdtContent") if child.tag == f"{W}sdt" else (child,)):
+                yield from _row_elements(content)
+
+
+def _cell_text(cell: Any) -> str:
+    """A cell's shown text, its paragraphs (those in content controls too) a line each."""
+    return "\n".join(_paragraph_text(p) for p in _block_elements(cell) if p.tag == f"{W}p").strip()
 
 
 def _repeats_as_header(row: Any) -> bool:

@@ -213,3 +213,43 @@ def test_text_boxes_read_once_after_the_paragraph_they_are_anchored_in(tmp_path)
     assert read_document(path)[1].split("\n\n") == [
         "Spring sale at every store.", "Image: Returns panel", "## Returns desk", "Open 9 to 5, call 555-0100.",
         "Image: A red sale tag", "Members save another 5%.", "Mon | closed", "Prices include tax."]
+
+
+W_DECL = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def _control(content: str, gallery: str = "") -> str:
+    """A content control (``w:sdt``) around ``content``, a building block of ``gallery`` when one is named."""
+    properties = (f'<w:docPartObj><w:docPartGallery w:val="{gallery}"/></w:docPartObj>' if gallery
+                  else '<w:alias w:val="Field"/>')
+    return f"<w:sdt {W_DECL}><w:sdtPr>{properties}</w:sdtPr><w:sdtContent>{content}</w:sdtContent></w:sdt>"
+
+
+def test_content_controls_tracked_changes_and_repeating_rows_read_as_word_shows_them(tmp_path):
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    body = document.element.body
+    body.insert(0, parse_xml(_control('<w:p><w:pPr><w:pStyle w:val="Title"/></w:pPr><w:r><w:t>Claim form</w:t>'
+                                      "</w:r></w:p>", gallery="Cover Pages")))
+    body.insert(1, parse_xml(_control("<w:p><w:r><w:t>Claim form ........ 1</w:t></w:r></w:p>",
+                                      gallery="Table of Contents")))  # repeats the headings: left out
+    name = document.add_paragraph("Customer: ")
+    name._p.append(parse_xml(_control("<w:r><w:t>Jane Roe</w:t></w:r>")))  # a filled-in form field
+    changed = document.add_paragraph("Refunds take ")
+    changed._p.append(parse_xml(f"<w:del {W_DECL} w:id=\"1\" w:author=\"A\"><w:r><w:delText>90</w:delText></w:r>"
+                                "</w:del>"))
+    changed._p.append(parse_xml(f"<w:ins {W_DECL} w:id=\"2\" w:author=\"A\"><w:r><w:t>30</w:t></w:r></w:ins>"))
+    changed.add_run(" days.")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "Item", "Amount"
+    table.rows[0]._tr.get_or_add_trPr().append(parse_xml(f"<w:tblHeader {W_DECL}/>"))
+    cell = '<w:tc><w:p><w:r><w:t>{}</w:t></w:r></w:p></w:tc>'
+    table._tbl.append(parse_xml(_control(  # a repeating section: rows inside a control, a control inside a cell
+        "<w:tr>" + cell.format("Taxi") + "<w:tc>" + _control("<w:p><w:r><w:t>42 EUR</w:t></w:r></w:p>") + "</w:tc>"
+        "</w:tr><w:tr>" + cell.format("Hotel") + cell.format("120 EUR") + "</w:tr>")))
+    path = tmp_path / "claim.docx"
+    document.save(str(path))
+    assert read_document(path) == ("Claim form", "# Claim form\n\nCustomer: Jane Roe\n\nRefunds take 30 days.\n\n"
+                                                 "Item | Amount\n\nItem: Taxi | Amount: 42 EUR\n\n"
+                                                 "Item: Hotel | Amount: 120 EUR")
