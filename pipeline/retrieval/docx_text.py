@@ -5,8 +5,9 @@ so chunking keeps each section with its heading and sentence strips never quote 
 keep the label Word shows them with (``- `` for a bullet, ``3. ``, ``2.1. ``, ``b) ``: see
 :mod:`pipeline.retrieval.docx_numbering`); a table row is one paragraph of its cells; a picture reads as its alt
 text ("Image: ...") after its paragraph, unless a program wrote it (:mod:`pipeline.retrieval.alt_text`); a text
-box's paragraphs and tables (a cover page's title, a flyer's panels, a form's boxes) come after the paragraph it is
-anchored in, read once although Word stores each twice (a DrawingML shape and its VML fallback for older readers).
+box's paragraphs and tables (a cover page's title, a flyer's panels, a form's boxes) and a SmartArt diagram's
+outline (:mod:`pipeline.retrieval.smartart`) come after the paragraph they are anchored in, a box read once although
+Word stores each twice (a DrawingML shape and its VML fallback for older readers).
 Text inside content controls (a cover page, a form's filled-in fields, a repeating section's table rows) and
 tracked insertions reads as Word shows it, deleted text does not, and a table of contents is left out (it repeats
 the headings); python-docx's own paragraph and table text misses all of these. Page headers and footers are not
@@ -25,6 +26,7 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
 from pipeline.retrieval.office_variants import plain_package
+from pipeline.retrieval.smartart import DIAGRAM_URI, diagram_lines
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["docx_to_text"]
@@ -32,6 +34,7 @@ __all__ = ["docx_to_text"]
 HEADING_STYLE = re.compile(r"heading\s*([1-6])$", re.IGNORECASE)
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 NOT_OWN = frozenset({"{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback", f"{W}txbxContent"})
+GRAPHIC_DATA = "{http://schemas.openxmlformats.org/drawingml/2006/main}graphicData"
 RUNS_NOT_SHOWN = frozenset({f"{W}del", f"{W}moveFrom", f"{W}rt"})  # deleted, moved away, a ruby's phonetic guide
 
 
@@ -45,17 +48,17 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first, and a Word 97-2003 one is read from a file named "
                         ".doc") from exc
-    paragraphs = _blocks(document.element.body, document, ListLabels(document))
+    paragraphs = _blocks(document.element.body, document, ListLabels(document), str(path))
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(paragraphs)
 
 
-def _blocks(container: Any, parent: Any, labels: ListLabels) -> list[str]:
+def _blocks(container: Any, parent: Any, labels: ListLabels, what: str) -> list[str]:
     """The paragraphs and table rows of the body, a text box or a content control (``container``, an lxml element;
-    ``parent``: the python-docx object its paragraphs hang from), each paragraph followed by its pictures' alt text
-    and its text boxes' blocks."""
+    ``parent``: the python-docx object its paragraphs hang from), each paragraph followed by its pictures' alt text,
+    its SmartArt diagrams' outlines and its text boxes' blocks (``what``: the file, for errors)."""
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
@@ -69,8 +72,11 @@ def _blocks(container: Any, parent: Any, labels: ListLabels) -> list[str]:
         if text.strip():
             paragraphs.append(_paragraph(text, labels.label(block), labels.styles.of(block)))
         paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
+        for graphic in element.iter(GRAPHIC_DATA):
+            if graphic.get("uri") == DIAGRAM_URI and _own(graphic, element):
+                paragraphs += diagram_lines(graphic, block.part, what, "- ")
         for box in _text_boxes(element):
-            paragraphs += _blocks(box, block, labels)
+            paragraphs += _blocks(box, block, labels, what)
     return paragraphs
 
 

@@ -5,7 +5,8 @@ without one; an empty untitled slide is left out), so that every chunk of a slid
 strips are named by it. Then the text of the slide's other shapes in reading order (top to bottom, then left to
 right; grouped shapes read in their place): a body placeholder's paragraphs as list items indented by their outline
 level, a text box's as lines, a table as rows (``a | b``; below a header row ``Region: North | Revenue: 2.3 M``), a
-chart as its title and its series' values by category, a picture as its alt text ("Image: ..."; not a caption
+chart as its title and its series' values by category, a SmartArt diagram as an outline of its nodes
+(:mod:`pipeline.retrieval.smartart`), a picture as its alt text ("Image: ..."; not a caption
 PowerPoint wrote itself, nor a file name). The speaker notes follow the slide ("Notes: ..."), since presenters write
 there what a slide only hints at. Footers, slide numbers and dates are page furniture and are left out.
 """
@@ -19,6 +20,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.office_variants import plain_package
+from pipeline.retrieval.smartart import diagram_lines
 from pipeline.retrieval.table_text import row_line
 
 __all__ = ["pptx_to_text"]
@@ -45,7 +47,7 @@ def pptx_to_text(path: Path) -> tuple[str, str]:
         title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title
         skip = {title_shape.shape_id} if title_shape is not None else set()
-        content = _shape_blocks(slide.shapes, skip)
+        content = _shape_blocks(slide.shapes, skip, str(path))
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             text = "\n".join(line for line in (notes.text if notes is not None else "").split("\n") if line.strip())
@@ -68,18 +70,21 @@ def _table_lines(table: Any) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _shape_blocks(shapes: Any, skip: set[int]) -> list[str]:
-    """Text blocks of ``shapes`` in reading order, a group's shapes read where the group stands."""
+def _shape_blocks(shapes: Any, skip: set[int], what: str) -> list[str]:
+    """Text blocks of ``shapes`` in reading order, a group's shapes read where the group stands (``what``: the file,
+    for errors)."""
     blocks: list[str] = []
     for shape in sorted(shapes, key=_position):
         if shape.shape_id in skip or _placeholder_kind(shape) in FURNITURE:
             continue
         if hasattr(shape, "shapes"):  # a group
-            blocks += _shape_blocks(shape.shapes, skip)
+            blocks += _shape_blocks(shape.shapes, skip, what)
         elif getattr(shape, "has_chart", False):
             blocks.append(_chart_lines(shape.chart))
         elif getattr(shape, "has_table", False):
             blocks.append(_table_lines(shape.table))
+        elif diagram := diagram_lines(shape.element, shape.part, what, "* "):
+            blocks.append("\n".join(diagram))
         elif (described := _alt_text(shape)) is not None:
             blocks.append(f"Image: {described}")
         elif getattr(shape, "has_text_frame", False):

@@ -131,6 +131,67 @@ ODF_CHART_OBJECT = (
     + "</table:table-rows></table:table></chart:chart></office:chart></office:body></office:document-content>")
 
 
+DIAGRAM_DATA_TYPE = "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml"
+DIAGRAM_DATA_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/diagramData"
+
+
+def smartart_data(tree: list[tuple[str, list[str]]]) -> bytes:
+    """A SmartArt data part as Office writes one: the document point, a node per step and per sub-step (``tree``:
+    (step, [sub-steps])), the transition and layout points Office adds, parent-of and presentation connections; the
+    points listed out of order and the steps connected in reverse, so that only the connections' order says which
+    comes first."""
+    points = ['<dgm:pt modelId="{doc}" type="doc"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:endParaRPr/>'
+              "</a:p></dgm:t></dgm:pt>"]
+    links = []
+
+    def node(model: str, text: str, parent: str, order: int) -> None:
+        runs = "".join(f"<a:p><a:r><a:t>{line}</a:t></a:r></a:p>" for line in text.split("|"))
+        points.insert(1, f'<dgm:pt modelId="{model}"><dgm:prSet phldrT="[Text]"/><dgm:spPr/><dgm:t><a:bodyPr/>'
+                         f"{runs}</dgm:t></dgm:pt>")
+        points.append(f'<dgm:pt modelId="{model}-par" type="parTrans" cxnId="{model}-c"><dgm:prSet/><dgm:spPr/>'
+                      "<dgm:t><a:bodyPr/><a:p><a:endParaRPr/></a:p></dgm:t></dgm:pt>")
+        points.append(f'<dgm:pt modelId="{model}-pres" type="pres"><dgm:prSet presName="node"/><dgm:spPr/>'
+                      "</dgm:pt>")
+        links.insert(0, f'<dgm:cxn modelId="{model}-c" srcId="{parent}" destId="{model}" srcOrd="{order}" '
+                        'destOrd="0"/>')
+        links.append(f'<dgm:cxn modelId="{model}-p" type="presOf" srcId="{model}" destId="{model}-pres" srcOrd="0" '
+                     'destOrd="0"/>')
+
+    for order, (step, subs) in enumerate(tree):
+        node(f"{{s{order}}}", step, "{doc}", order)
+        for sub_order, sub in enumerate(subs):
+            node(f"{{s{order}-{sub_order}}}", sub, f"{{s{order}}}", sub_order)
+    return ('<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
+            'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><dgm:ptLst>' + "".join(points)
+            + "</dgm:ptLst><dgm:cxnLst>" + "".join(links) + "</dgm:cxnLst><dgm:bg/><dgm:whole/></dgm:dataModel>"
+            ).encode("utf-8")
+
+
+def smartart_graphic_data(data_rid: str) -> str:
+    """The ``a:graphicData`` of a SmartArt frame whose data part is related by ``data_rid``."""
+    return ('<a:graphicData xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+            'uri="http://schemas.openxmlformats.org/drawingml/2006/diagram"><dgm:relIds '
+            'xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
+            'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
+            f'r:dm="{data_rid}" r:lo="rIdLayout" r:qs="rIdStyle" r:cs="rIdColors"/></a:graphicData>')
+
+
+def add_pptx_smartart(slide, data: bytes, *, top: int) -> None:
+    """A SmartArt frame at ``top`` on ``slide`` whose data part holds ``data``, as PowerPoint saves one."""
+    from pptx.opc.package import Part
+    from pptx.opc.packuri import PackURI
+    from pptx.oxml import parse_xml
+
+    part = Part(PackURI(f"/ppt/diagrams/data{top}.xml"), DIAGRAM_DATA_TYPE, slide.part.package, data)
+    rid = slide.part.relate_to(part, DIAGRAM_DATA_REL)
+    slide.shapes._spTree.append(parse_xml(
+        '<p:graphicFrame xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" '
+        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><p:nvGraphicFramePr>'
+        f'<p:cNvPr id="{len(slide.shapes) + 100}" name="Diagram"/><p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr>'
+        f'<p:xfrm><a:off x="457200" y="{top}"/><a:ext cx="8000000" cy="1000000"/></p:xfrm>'
+        f"<a:graphic>{smartart_graphic_data(rid)}</a:graphic></p:graphicFrame>"))
+
+
 def make_chunk(cid, text, tenant="a", roles=(), **kw):
     return StoredChunk(chunk_id=cid, text=text, tenant=tenant, source=f"{cid}.md", allowed_roles=frozenset(roles),
                        **kw)

@@ -10,7 +10,13 @@ from models import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.ingest import collect_files
 from pipeline.retrieval.strips import sentence_strips
-from tests.pipeline.conftest import ONE_PIXEL_PNG
+from tests.pipeline.conftest import (
+    DIAGRAM_DATA_REL,
+    DIAGRAM_DATA_TYPE,
+    ONE_PIXEL_PNG,
+    smartart_data,
+    smartart_graphic_data,
+)
 
 
 def _handbook(path, title=""):
@@ -253,3 +259,27 @@ def test_content_controls_tracked_changes_and_repeating_rows_read_as_word_shows_
     assert read_document(path) == ("Claim form", "# Claim form\n\nCustomer: Jane Roe\n\nRefunds take 30 days.\n\n"
                                                  "Item | Amount\n\nItem: Taxi | Amount: 42 EUR\n\n"
                                                  "Item: Hotel | Amount: 120 EUR")
+
+
+def test_a_smartart_diagram_reads_as_an_outline_after_its_paragraph(tmp_path):
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    anchor = document.add_paragraph("Our refund process:")
+    part = Part(PackURI("/word/diagrams/data1.xml"), DIAGRAM_DATA_TYPE,
+                smartart_data([("Request", ["Online form"]), ("Refund", ["within 30 days"])]), document.part.package)
+    rid = document.part.relate_to(part, DIAGRAM_DATA_REL)
+    anchor._p.append(parse_xml(
+        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
+        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><w:drawing><wp:inline>'
+        '<wp:extent cx="5486400" cy="3200400"/><wp:docPr id="3" name="Diagram 3"/>'
+        f"<a:graphic>{smartart_graphic_data(rid)}</a:graphic></wp:inline></w:drawing></w:r>"))
+    document.add_paragraph("Gift cards are not refunded.")
+    path = tmp_path / "refunds.docx"
+    document.save(str(path))
+    assert read_document(path)[1].split("\n\n") == [
+        "Our refund process:", "- Request", "  - Online form", "- Refund", "  - within 30 days",
+        "Gift cards are not refunded."]

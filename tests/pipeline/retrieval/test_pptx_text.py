@@ -7,7 +7,12 @@ import pytest
 from models.errors import DataError
 from pipeline.retrieval.documents import chunk_text, read_document
 from pipeline.retrieval.strips import strips_with_sections
-from tests.pipeline.conftest import ONE_PIXEL_PNG, assert_needs_extra
+from tests.pipeline.conftest import (
+    ONE_PIXEL_PNG,
+    add_pptx_smartart,
+    assert_needs_extra,
+    smartart_data,
+)
 
 pptx = pytest.importorskip("pptx")
 from pptx.chart.data import CategoryChartData  # noqa: E402
@@ -112,3 +117,31 @@ def test_a_file_that_is_not_a_presentation_is_an_error_naming_it(tmp_path):
 def test_without_the_pptx_extra_the_error_names_it(tmp_path, monkeypatch):
     deck(tmp_path / "review.pptx")
     assert_needs_extra(tmp_path / "review.pptx", "pptx", "pptx", monkeypatch)
+
+
+def test_a_smartart_diagram_reads_as_an_outline_of_its_nodes_in_its_place(tmp_path):
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])  # title only
+    slide.shapes.title.text = "How a refund works"
+    steps = [("Request", ["Online form", "or call 555-0100"]), ("Review|by the team", []),
+             ("Refund", ["within 30 days"])]
+    add_pptx_smartart(slide, smartart_data(steps), top=2_000_000)
+    note = slide.shapes.add_textbox(Inches(0.5), Inches(6.5), Inches(8), Inches(0.5))
+    note.text_frame.text = "Gift cards are not refunded."
+    add_pptx_smartart(slide, b'<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram">'
+                             b"<dgm:ptLst/><dgm:cxnLst/></dgm:dataModel>", top=1_500_000)  # an empty one: nothing
+    path = tmp_path / "refunds.pptx"
+    presentation.save(str(path))
+    assert read_document(path)[1] == ("## How a refund works\n\n* Request\n  * Online form\n  * or call 555-0100\n"
+                                      "* Review by the team\n* Refund\n  * within 30 days\n\n"
+                                      "Gift cards are not refunded.")
+
+
+def test_a_damaged_smartart_diagram_is_an_error_naming_the_file(tmp_path):
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[6])
+    add_pptx_smartart(slide, b"<dgm:dataModel", top=1_000_000)
+    path = tmp_path / "broken.pptx"
+    presentation.save(str(path))
+    with pytest.raises(DataError, match=r"broken\.pptx: a SmartArt diagram's data is not well-formed XML"):
+        read_document(path)
