@@ -7,8 +7,9 @@ formatted disk pages that map file offsets to property lists. Read here as a ``.
 (:mod:`pipeline.retrieval.docx_text`): the main document's paragraphs in order, headings (the built-in "Heading
 1".."Heading 9" styles and "Title") as Markdown headings, table rows as ``a | b`` (below a first row that Word repeats
 as a header row, each cell led by its column's name), a field by its shown result (a hyperlink by its words, a page
-number by its number), not its code. Pictures, drawn objects, footnote and comment marks, headers, footers,
-footnotes and comments are left out. List paragraphs carry the label Word shows (``3.``, ``2.1.``, ``b)``, a bullet),
+number by its number), not its code. The text of text boxes follows the main text (where each box is anchored is
+in the drawing layer, not read). Pictures, drawn objects, footnote and comment marks, headers, footers, footnotes
+and comments are left out. List paragraphs carry the label Word shows (``3.``, ``2.1.``, ``b)``, a bullet),
 counted per list (a list instance's restart overrides are not read). The Title property names the document, else its
 first heading. An encrypted document, a file that is not an OLE compound file or holds no Word document, and a
 damaged one are errors naming the file.
@@ -33,7 +34,8 @@ __all__ = ["doc_to_text"]
 
 WORD_IDENT = 0xA5EC  # FibBase.wIdent: a Word binary document
 ENCRYPTED, WHICH_TABLE, OBFUSCATED = 0x0100, 0x0200, 0x8000  # FibBase flags
-CCP_TEXT = 3  # FibRgLw97: characters of the main document
+CCP_TEXT, CCP_TEXT_BOXES = 3, 9  # FibRgLw97: characters of the main document; then of footnotes, headers, macros,
+# comments and endnotes, and of the main document's text boxes
 STSHF, PLCF_BTE_PAPX, CLX, PLF_LST, PLF_LFO = 1, 13, 33, 73, 74  # FibRgFcLcb97 pairs: style sheet, paragraph
 # property pages, piece table, list definitions and list instances (all in the table stream)
 PAGE = 512  # a formatted disk page
@@ -83,11 +85,13 @@ def doc_to_text(path: Path) -> tuple[str, str]:
         if not ole.exists(table_name):
             raise DataError(f"{path}: the document's {table_name} stream is missing (a damaged file)")
         table = ole.openstream(table_name).read()
-        paragraphs = _paragraphs(word, table, fib)
+        pieces = _pieces(table, fib)
+        paragraphs = _paragraphs(word, table, fib, pieces, (0, fib.longs[CCP_TEXT]))
+        boxes = _paragraphs(word, table, fib, pieces, fib.text_box_story())
         styles = _heading_levels(table, *fib.pair(STSHF))
         lists = _Lists(table, fib)
         title = summary_title(ole)
-    blocks = _blocks(paragraphs, styles, lists)
+    blocks = _blocks(paragraphs, styles, lists) + _blocks(boxes, styles, lists)
     title = title or next((block.lstrip("#").strip() for block in blocks if block.startswith("#")), "")
     return title, "\n\n".join(blocks)
 
@@ -112,6 +116,14 @@ class _Fib:
         self.pairs = struct.unpack_from(f"<{2 * pairs}I", word, at + 2)
         if len(self.longs) <= CCP_TEXT or len(self.pairs) <= 2 * CLX + 1:
             raise DataError(f"{path}: its Word header is too short for a Word 97 or later document")
+
+    def text_box_story(self) -> tuple[int, int]:
+        """The first and past-the-last characters of the main document's text boxes, which follow its text, footnotes,
+        headers, comments and endnotes in the document's characters; (0, 0) for a header too short to say."""
+        if len(self.longs) <= CCP_TEXT_BOXES:
+            return 0, 0
+        start = sum(max(count, 0) for count in self.longs[CCP_TEXT:CCP_TEXT_BOXES])
+        return start, start + max(self.longs[CCP_TEXT_BOXES], 0)
 
     def pair(self, index: int) -> tuple[int, int]:
         """(offset, length) of a structure in the table stream; (0, 0) when the header is too short to say."""
@@ -144,17 +156,20 @@ def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
     return pieces
 
 
-def _paragraphs(word: bytes, table: bytes, fib: _Fib) -> list[_Paragraph]:
-    """The main document's paragraphs in order, each with the properties of its paragraph mark."""
+def _paragraphs(word: bytes, table: bytes, fib: _Fib, pieces: list[tuple[int, int, int, bool]],
+                story: tuple[int, int]) -> list[_Paragraph]:
+    """The paragraphs of one story (``story``: its first character and the one past its last; the main document's
+    is ``(0, ccpText)``) in order, each with the properties of its paragraph mark."""
     properties = _ParagraphProperties(word, table, *fib.pair(PLCF_BTE_PAPX))
-    limit = min(fib.longs[CCP_TEXT], len(word))  # every character takes a byte or two of the stream: no more text
+    start, limit = story[0], min(story[1], len(word))  # every character takes a byte or two of the stream: no more
     paragraphs: list[_Paragraph] = []
     current: list[str] = []
-    for first, last, offset, compressed in _pieces(table, fib):
-        last = min(last, limit)
+    for piece_first, last, piece_offset, compressed in pieces:
+        first, last = max(piece_first, start), min(last, limit)
         if first >= last:
             continue
         width = 1 if compressed else 2
+        offset = piece_offset + (first - piece_first) * width
         data = word[offset: offset + (last - first) * width]
         text = data.decode("cp1252" if compressed else "utf-16-le", errors="replace")
         start = 0

@@ -132,3 +132,11 @@ def test_damaged_documents_raise_only_data_errors(tmp_path):
 
 def test_without_the_docx_extra_the_error_names_it(monkeypatch):
     assert_needs_extra(STORE_HANDBOOK, "olefile", "docx", monkeypatch)
+
+
+def test_text_boxes_are_read_after_the_main_text():
+    title, text = read_document(STORE_HANDBOOK.with_name("sale-flyer.doc"))  # tests/fixtures/README.md
+    assert title == "Spring sale"
+    assert text.split("\n\n") == ["# Spring sale", "Every store takes part.", "Prices include tax.",
+                                  "Second box below.", "Returns desk open 9 to 5.", "Call 555-0100.",
+                                  "Members save 5%."]
