@@ -21,10 +21,10 @@ from pipeline.retrieval.odt_text import (
     DRAW,
     SVG,
     TABLE,
-    TEXT,
     TextReader,
     document_title,
     frame_alt_text,
+    holds_text,
     opendocument_body,
 )
 
@@ -32,7 +32,6 @@ __all__ = ["odp_to_text"]
 
 PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
 FURNITURE = frozenset({"footer", "date-time", "page-number", "header"})
-SHAPE_TEXT = frozenset({f"{{{TEXT}}}p", f"{{{TEXT}}}h", f"{{{TEXT}}}list"})  # what a shape's own text is made of
 LENGTH = re.compile(r"^\s*(-?[\d.]+)\s*(cm|mm|in|pt|pc|px)?\s*$")
 TO_POINTS = {"cm": 72 / 2.54, "mm": 72 / 25.4, "in": 72.0, "pt": 1.0, "pc": 12.0, "px": 0.75, None: 1.0}
 
@@ -81,7 +80,7 @@ def _frames_in_reading_order(container: ElementTree.Element) -> list[ElementTree
             inner = _frames_in_reading_order(child)
             if inner:
                 placed.append((*_position(inner[0]), inner))
-        elif child.tag == f"{{{DRAW}}}frame" or (child.tag.startswith(f"{{{DRAW}}}") and _holds_text(child)):
+        elif child.tag == f"{{{DRAW}}}frame" or (child.tag.startswith(f"{{{DRAW}}}") and holds_text(child)):
             placed.append((*_position(child), [child]))  # a frame, or a shape with text (a text box from PowerPoint)
     placed.sort(key=lambda item: (item[0], item[1]))
     return [frame for _, _, frames in placed for frame in frames]
@@ -100,11 +99,6 @@ def _points(length: str | None) -> float:
         return float(found.group(1)) * TO_POINTS[found.group(2)]
     except ValueError:
         return 0.0
-
-
-def _holds_text(shape: ElementTree.Element) -> bool:
-    """Whether a drawing shape (``draw:custom-shape``, ``draw:rect``...) holds paragraphs of its own."""
-    return any(child.tag in SHAPE_TEXT for child in shape)
 
 
 def _frame_blocks(reader: TextReader, frame: ElementTree.Element) -> list[str]:

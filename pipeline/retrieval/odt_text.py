@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
@@ -26,8 +27,8 @@ from pipeline.retrieval.odf_charts import EmbeddedObjects, chart_lines
 from pipeline.retrieval.table_text import row_line
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml, xml_file
 
-__all__ = ["OpenDocumentParts", "TextReader", "count_attribute", "document_title", "frame_alt_text", "list_styles",
-           "odt_to_text", "opendocument_body", "opendocument_parts", "title_styles"]
+__all__ = ["OpenDocumentParts", "TextReader", "count_attribute", "document_title", "frame_alt_text", "holds_text",
+           "list_styles", "odt_to_text", "opendocument_body", "opendocument_parts", "title_styles"]
 
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -36,6 +37,7 @@ DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
 STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
 SVG = "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"
 DC = "http://purl.org/dc/elements/1.1/"
+SHAPE_TEXT = frozenset({f"{{{TEXT}}}p", f"{{{TEXT}}}h", f"{{{TEXT}}}list"})  # what a shape's own text is made of
 NOT_READ = {f"{{{TEXT}}}{name}" for name in ("table-of-content", "alphabetical-index", "illustration-index",
                                               "table-index", "object-index", "user-index", "bibliography",
                                               "tracked-changes", "note", "sequence-decls", "variable-decls",
@@ -177,7 +179,10 @@ class TextReader:
         text = " ".join(_words(element).split()) if lead.startswith("#") else _words(element).strip()
         if text:
             self.paragraphs.append(lead + text)
-        for frame in element.iter(f"{{{DRAW}}}frame"):
+        for frame in _drawings(element):
+            if frame.tag != f"{{{DRAW}}}frame":  # a shape with text of its own (a Word text box LibreOffice imported)
+                self.blocks(frame)
+                continue
             boxes = frame.findall(f"{{{DRAW}}}text-box")
             for box in boxes:
                 self.blocks(box)
@@ -189,9 +194,25 @@ class TextReader:
                 self.paragraphs.append(f"Image: {alt}")
 
 
+def _drawings(element: ElementTree.Element) -> Iterator[ElementTree.Element]:
+    """The frames of a paragraph, and its drawing shapes that hold text, in document order: in its spans and links
+    and in groups too, but not those inside another frame or shape (read with it)."""
+    for child in element:
+        if child.tag == f"{{{DRAW}}}frame" or (child.tag.startswith(f"{{{DRAW}}}") and holds_text(child)):
+            yield child
+        elif child.tag in (f"{{{DRAW}}}g", f"{{{DRAW}}}a") or (child.tag.startswith(f"{{{TEXT}}}")
+                                                                and child.tag not in NOT_READ):
+            yield from _drawings(child)
+
+
+def holds_text(shape: ElementTree.Element) -> bool:
+    """Whether a drawing shape (``draw:custom-shape``, ``draw:rect``...) holds paragraphs of its own."""
+    return any(child.tag in SHAPE_TEXT for child in shape)
+
+
 def _words(element: ElementTree.Element) -> str:
     """The text a reader sees in a paragraph or cell: spans and links read, ``text:s`` as its spaces, tabs and line
-    breaks as such; comments, footnotes and frames (read apart) left out."""
+    breaks as such; comments, footnotes, frames and drawing shapes (read apart) left out."""
     parts: list[str] = [element.text or ""]
     for child in element:
         tag = child.tag
@@ -201,7 +222,7 @@ def _words(element: ElementTree.Element) -> str:
             parts.append("\t")
         elif tag == f"{{{TEXT}}}line-break":
             parts.append("\n")
-        elif tag not in NOT_READ and tag != f"{{{DRAW}}}frame":
+        elif tag not in NOT_READ and not tag.startswith(f"{{{DRAW}}}"):  # drawings: frames and shapes, read apart
             parts.append(_words(child))
         parts.append(child.tail or "")
     return "".join(parts)

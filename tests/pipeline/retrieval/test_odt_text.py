@@ -171,3 +171,21 @@ def test_a_damaged_chart_object_is_an_error_naming_the_file(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(DataError, match=r"report\.odt: not a readable OpenDocument file \(Error -3"):
         read_document(path)
+
+
+def test_shapes_with_text_and_nested_frames_read_once_after_their_paragraph(tmp_path):
+    # LibreOffice keeps a Word text box it imports as a custom shape holding paragraphs, not as a frame
+    shape = ('<draw:custom-shape draw:name="Text Box 7" svg:x="0in" svg:y="0in"><text:p>Returns desk open 9 to 5.'
+             '</text:p><text:p>Call 555-0100.</text:p><draw:enhanced-geometry draw:type="ooxml-non-primitive"/>'
+             "</draw:custom-shape>")
+    picture = ('<draw:frame draw:name="Tag"><draw:image xlink:href="Pictures/tag.png"/><svg:title>A red sale tag'
+               "</svg:title></draw:frame>")
+    box = f"<draw:frame><draw:text-box><text:p>Members save 5%.{picture}</text:p></draw:text-box></draw:frame>"
+    line = '<draw:line svg:x1="0cm" svg:y1="0cm" svg:x2="1cm" svg:y2="1cm"/>'  # a shape without text: nothing
+    body = (f"<text:p>Every store takes part.{shape}</text:p><text:p>Second box below.<text:span>{box}</text:span>"
+            f"{line}</text:p><text:p>Prices include tax.</text:p>")
+    path = tmp_path / "flyer.odt"
+    write_odt(path, body)
+    assert read_document(path)[1].split("\n\n") == [
+        "Every store takes part.", "Returns desk open 9 to 5.", "Call 555-0100.", "Second box below.",
+        "Members save 5%.", "Image: A red sale tag", "Prices include tax."]
