@@ -4,9 +4,10 @@ exports): paragraphs and tables as a reader sees them, without the markup.
 An RTF file is 7-bit text: groups in braces, control words (``\\par``, ``\\b``), and characters escaped as bytes of
 the document's code page (``\\'e9`` in ``\\ansicpg1252``) or as Unicode (``\\u8217?``, the ``?`` a fallback for old
 readers, skipped as ``\\ucN`` says). Read here in one pass with an explicit stack (no recursion, linear time):
-paragraphs end at ``\\par``, a heading (``\\outlinelevelN``) is written as Markdown's (``## Refunds``), a table's
-cells are joined as ``a | b`` and each row is a paragraph, typographic characters (``\\emdash``, ``\\rquote``)
-are written as they print, a link reads as its words. What is not text is left out: font, colour and style
+paragraphs end at ``\\par``, a heading (``\\outlinelevelN``, or a heading style of the style sheet: ``Heading 2``,
+``Title``) is written as Markdown's (``## Refunds``), a table's cells are joined as ``a | b`` and each row is a
+paragraph, typographic characters (``\\emdash``, ``\\rquote``) are written as they print, a link reads as its
+words. What is not text is left out: font, colour and style
 tables, pictures and objects, document properties (the ``\\title`` names the document), headers and footers,
 footnotes, comments, field instructions and every ignorable destination (``{\\*\\...}``); ``\\binN`` data is
 stepped over.
@@ -51,6 +52,55 @@ HEADER_ROW = "\ue002"  # a header row's mark, read by _paragraphs
 HEADING = "\ue001"  # one per level of the heading a paragraph is, made "#"s once the paragraph is read
 FROM_HTML = re.compile(rb"\\fromhtml1\b")  # in the header: the document carries an HTML page (read as that page)
 HEADER_BYTES = 1024  # where \fromhtml1 is looked for: it precedes the font table
+STYLE_HEADING = re.compile(r"(?i)^(?:heading\s*([1-6])|title)$")  # built-in style names of headings
+
+
+class _StyleSheet:
+    """The heading level (0 for level 1) of each paragraph style (``\\sN``) the style sheet defines: its
+    ``\\outlinelevelN``, else its built-in name ("heading 2", "Title"), since LibreOffice writes its headings as
+    styles without an outline level. Fed the tokens of the ``{\\stylesheet ...}`` group, one entry group a style."""
+
+    def __init__(self) -> None:
+        self.levels: dict[int, int] = {}
+        self.depth: int | None = None  # the style sheet group's depth while it is read
+        self._entry: list[Any] = [0, None, bytearray()]  # style number (None: not a paragraph style), level, name
+
+    def open(self, depth: int) -> None:
+        self.depth = depth
+
+    def feed(self, kind: str, value: Any, depth: int) -> None:
+        """A token met at group ``depth`` (before a ``}`` closes it) while the style sheet is open."""
+        if self.depth is None:
+            return
+        if kind == "}":
+            if depth == self.depth + 1:
+                self._close_entry()
+            elif depth <= self.depth:
+                self.depth = None
+        elif kind == "{" and depth == self.depth + 1:
+            self._entry = [0, None, bytearray()]
+        elif depth != self.depth + 1:  # a group inside an entry (\\*\\keycode...): not the style's name
+            return
+        elif kind == "word":
+            name, number = value
+            if name == "s" and number is not None:
+                self._entry[0] = number
+            elif name in ("cs", "ts", "ds"):  # character, table and section styles are no paragraphs' headings
+                self._entry[0] = None
+            elif name == "outlinelevel" and number is not None and 0 <= number < 6:
+                self._entry[1] = number
+        elif kind == "run":
+            self._entry[2].extend(value)
+
+    def _close_entry(self) -> None:
+        number, level, name = self._entry
+        if number is None:
+            return
+        if level is None:
+            found = STYLE_HEADING.match(name.decode("latin-1").split(";")[0].strip())
+            level = None if found is None else int(found.group(1)) - 1 if found.group(1) else 0
+        if level is not None:
+            self.levels[number] = level
 
 
 def _tokens(data: bytes) -> Iterator[tuple[str, Any]]:
@@ -114,6 +164,8 @@ def rtf_text(data: bytes) -> tuple[str, str]:
     into = "text"  # what the open group's text is: read ("text"), the title ("title"), document properties other
     # than the title ("info") or left out ("")
     in_row = False  # inside a table row: its cells' paragraphs are the cells' text
+    styles = _StyleSheet()
+    heading = False  # the paragraph being read is marked as a heading already (by its style or outline level)
 
     def flush() -> None:
         if pending:
@@ -126,7 +178,14 @@ def rtf_text(data: bytes) -> tuple[str, str]:
         if into in out:
             out[into].append(text)
 
+    def mark_heading(level: int) -> None:
+        nonlocal heading
+        if not heading and not in_row:
+            write(HEADING * (level + 1))
+            heading = True
+
     for kind, value in _tokens(data):
+        styles.feed(kind, value, len(stack) + (kind == "{"))
         if kind == "{":
             flush()
             stack.append(into)
@@ -140,14 +199,19 @@ def rtf_text(data: bytes) -> tuple[str, str]:
             elif name in NOT_TEXT:
                 flush()
                 into = "info" if name == "info" and into else ""
+                if name == "stylesheet":
+                    styles.open(len(stack))
             elif name == "ansicpg" and number:
                 codepage = windows_codec(number, codepage)
             elif name in ("par", "sect", "page"):
                 write(" " if in_row else PARAGRAPH)  # a paragraph inside a table cell stays in the cell
+                heading = heading and in_row
             elif name == "line":
                 write("\n")
-            elif name == "outlinelevel" and number is not None and 0 <= number < 6 and not in_row:
-                write(HEADING * (number + 1))  # a heading's level (Word's heading styles, pandoc): read as Markdown's
+            elif name == "outlinelevel" and number is not None and 0 <= number < 6 and into == "text":
+                mark_heading(number)  # a heading's level (Word's heading styles, pandoc): read as Markdown's
+            elif name == "s" and number in styles.levels and into == "text":
+                mark_heading(styles.levels[number])  # a heading style (LibreOffice's headings)
             elif name in ("trowd", "intbl"):
                 in_row = True
             elif name == "trhdr":  # the row repeats atop each page: the table's header row
@@ -155,7 +219,7 @@ def rtf_text(data: bytes) -> tuple[str, str]:
             elif name in ("cell", "nestcell"):
                 write(CELL)
             elif name in ("row", "nestrow"):
-                in_row = False
+                in_row = heading = False
                 write(PARAGRAPH)
             elif name in SPECIAL:
                 write(SPECIAL[name])

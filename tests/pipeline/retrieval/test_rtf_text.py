@@ -135,3 +135,32 @@ def test_rows_below_a_header_row_read_with_their_column_names():
     word = (rb"{\rtf1\ansi\trowd\trhdr\cellx1000\cellx2000 Plan\cell Price\cell\row"
             rb"\trowd\cellx1000\cellx2000 Team\cell 12 \u8364?\cell\row\trowd Free\cell\cell\row After.\par}")
     assert rtf_text(word) == ("", "Plan | Price\n\nPlan: Team | Price: 12 \u20ac\n\nPlan: Free\n\nAfter.")
+
+
+# as LibreOffice 7.4 writes headings (`soffice --convert-to rtf`): styles named "Heading N" without an outline level;
+# Word repeats a heading's \outlinelevel after its style, which must not make it a level deeper
+STYLED = rb"""{\rtf1\ansi\deff0\adeflang1025
+{\fonttbl{\f0\froman\fprq2\fcharset0 Times New Roman;}}
+{\stylesheet{\s0\snext0\widctlpar\hyphpar0\ltrpar\cf0\kerning1\dbch\af5\langfe2052 Normal;}
+{\s1\sbasedon0\snext0\rtlch\af10\afs28\ab \ltrch\hich\af6\loch\sl276\slmult1\keepn\b Heading 1;}
+{\s2\sbasedon1\snext0{\*\keycode \shift\ctrl 2}\b Heading 2;}
+{\s3\ql\outlinelevel2\sbasedon0 \snext0 \slink15 \sqformat \spriority9 \u220?berschrift 3;}
+{\*\cs15\additive\b\f1 Heading 1 Char;}
+{\s39\sbasedon0\snext0 toc 1;}
+{\s40\sbasedon0 Title;}
+}
+\pard\plain \s40 Refund guide\par
+\pard\plain \s1\rtlch\af10\afs28\ab \ltrch\hich\af6\loch\keepn\b {\loch Returns}\par
+\pard\plain \s0 Bring the receipt.\par
+\pard\plain \s2 By post\par
+\pard\plain \s3\outlinelevel2 Kosten\par
+\pard\plain \s39 Returns ........ 1\par
+\pard\plain \s1\outlinelevel0 Exchanges\par
+{\*\cs15 not a paragraph style}\par
+}"""
+
+
+def test_heading_styles_read_as_markdown_headings_once():
+    assert rtf_text(STYLED) == ("", (
+        "# Refund guide\n\n# Returns\n\nBring the receipt.\n\n## By post\n\n### Kosten\n\nReturns ........ 1\n\n"
+        "# Exchanges"))
