@@ -7,10 +7,10 @@ readers, skipped as ``\\ucN`` says). Read here in one pass with an explicit stac
 paragraphs end at ``\\par``, a heading (``\\outlinelevelN``, or a heading style of the style sheet: ``Heading 2``,
 ``Title``) is written as Markdown's (``## Refunds``), a table's cells are joined as ``a | b`` and each row is a
 paragraph, typographic characters (``\\emdash``, ``\\rquote``) are written as they print, a link reads as its
-words. What is not text is left out: font, colour and style
-tables, pictures and objects, document properties (the ``\\title`` names the document), headers and footers,
-footnotes, comments, field instructions and every ignorable destination (``{\\*\\...}``); ``\\binN`` data is
-stepped over.
+words, a text box's paragraphs (``\\shptxt``) follow the paragraph it is anchored in. What is not text is left out:
+font, colour and style tables, pictures and other shapes, objects, document properties (the ``\\title`` names the
+document), headers and footers, footnotes, comments, field instructions and every ignorable destination
+(``{\\*\\...}``); ``\\binN`` data is stepped over.
 
 RTF that carries an HTML page (``\\fromhtml1``: the body Outlook stores for an HTML message, and Outlook's "Save As
 RTF" of one) is read as that page ([MS-OXRTFEX]): the markup in ``{\\*\\htmltagN ...}`` groups and the text between
@@ -38,7 +38,7 @@ TOKEN = re.compile(rb"\\([a-zA-Z]{1,32})(-?\d{1,10})? ?|\\'([0-9a-fA-F]{2})|\\(.
                    re.DOTALL)
 NOT_TEXT = frozenset({
     "fonttbl", "colortbl", "stylesheet", "listtable", "listoverridetable", "revtbl", "rsidtbl", "generator",
-    "info", "pict", "object", "objdata", "nonshppict", "shppict", "shp", "themedata", "colorschememapping",
+    "info", "pict", "object", "objdata", "nonshppict", "shppict", "themedata", "colorschememapping",
     "datastore", "latentstyles", "xmlnstbl", "filetbl", "pgdsctbl", "header", "headerl", "headerr", "headerf",
     "footer", "footerl", "footerr", "footerf", "footnote", "annotation", "atnid", "atnauthor", "fldinst",
     "bkmkstart", "bkmkend", "field_instruction", "mmathPr", "docvar", "template", "listtext", "pntext",
@@ -162,7 +162,7 @@ def rtf_text(data: bytes) -> tuple[str, str]:
     codepage = "cp1252"
     stack: list[str] = []
     into = "text"  # what the open group's text is: read ("text"), the title ("title"), document properties other
-    # than the title ("info") or left out ("")
+    # than the title ("info"), a shape in the text, which may hold a text box ("shape"), or left out ("")
     in_row = False  # inside a table row: its cells' paragraphs are the cells' text
     styles = _StyleSheet()
     heading = False  # the paragraph being read is marked as a heading already (by its style or outline level)
@@ -196,6 +196,12 @@ def rtf_text(data: bytes) -> tuple[str, str]:
             name, number = value
             if name == "title" and into == "info":
                 into = "title"
+            elif name == "shp":  # a drawing shape: only a text box's text (below) is read, and only in the text
+                flush()
+                into = "shape" if into == "text" else ""
+            elif name == "shptxt" and into == "shape":  # a text box's paragraphs, apart from the one it is anchored in
+                into = "text"
+                write(" " if in_row else PARAGRAPH)  # (in a table cell: in the cell)
             elif name in NOT_TEXT:
                 flush()
                 into = "info" if name == "info" and into else ""
@@ -228,9 +234,9 @@ def rtf_text(data: bytes) -> tuple[str, str]:
         elif kind == "byte":
             pending.append(value)
         elif kind == "symbol":
-            if value == "*":  # an ignorable destination: its group is not text
+            if value == "*":  # an ignorable destination: its group is not text (a shape's may hold its text box)
                 flush()
-                into = ""
+                into = "shape" if into == "shape" else ""
             elif value in ("\n", "\r"):  # an escaped line end is a paragraph mark
                 write(PARAGRAPH)
             else:

@@ -164,3 +164,19 @@ def test_heading_styles_read_as_markdown_headings_once():
     assert rtf_text(STYLED) == ("", (
         "# Refund guide\n\n# Returns\n\nBring the receipt.\n\n## By post\n\n### Kosten\n\nReturns ........ 1\n\n"
         "# Exchanges"))
+
+
+# a text box as Word writes it (a shape whose \shptxt holds its paragraphs), one in a page header (left out), and a
+# picture shape
+TEXT_BOXES = rb"""{\rtf1\ansi\deff0{\fonttbl{\f0 Calibri;}}
+{\header \pard Confidential{\shp{\*\shpinst\shpleft0{\sp{\sn shapeType}{\sv 202}}{\shptxt \pard Draft only\par}}}\par}
+\pard Every store takes part.{\shp{\*\shpinst\shpleft0\shptop0\shpright3000\shpbottom1000{\sp{\sn shapeType}
+{\sv 202}}{\sp{\sn fFilled}{\sv 1}}{\shptxt \pard\plain \s0 Returns desk open 9 to 5.\par \pard Call 555-0100.\par }}
+{\shprslt{\*\do\dobxcolumn{\dptxbx{\dptxbxtext Returns desk open 9 to 5.}}}}}\par
+\pard Prices include tax.{\shp{\*\shpinst{\sp{\sn pib}{\sv {\pict\pngblip 89504e47}}}}}\par
+}"""
+
+
+def test_text_boxes_read_apart_from_their_paragraph_and_once():
+    assert rtf_text(TEXT_BOXES)[1] == ("Every store takes part.\n\nReturns desk open 9 to 5.\n\nCall 555-0100.\n\n"
+                                       "Prices include tax.")
