@@ -5,10 +5,11 @@ they open every chunk of the page (and a grader reads a chunk's first tokens fir
 scripts, styles and other non-text elements always; navigation, footers, asides and the page's own
 header when the markup says what they are (the element, or an ARIA role, or ``hidden``). Block elements
 (paragraphs, headings, list items, table rows) end a paragraph, so a heading never runs into the sentence
-after it; headings are written as Markdown headings (``## Shipping times``), which chunking and sentence
-strips know; whitespace inside a block is collapsed as a browser does, except in ``<pre>``. A picture reads as
-its alt text, where it stands (as Markdown's ``![alt](src)`` does), unless it is hidden, marked decorative, or
-its alt text is only its file's name, an icon's or a logo's.
+after it; inside a table cell they are the cell's text (Word, LibreOffice and Google Docs put a ``<p>`` in every
+cell), so that a row reads as one line ("Zone | Days"); headings are written as Markdown headings (``## Shipping
+times``), which chunking and sentence strips know; whitespace inside a block is collapsed as a browser does,
+except in ``<pre>``. A picture reads as its alt text, where it stands (as Markdown's ``![alt](src)`` does), unless
+it is hidden, marked decorative, or its alt text is only its file's name, an icon's or a logo's.
 
 Broken markup never loses text: an element left out that is still open when the page ends (a ``<nav>``
 without ``</nav>``) is put back, since what follows it would otherwise be dropped with it. Nor does it cost
@@ -74,6 +75,7 @@ class _Extractor(html.parser.HTMLParser):
         self._content_depth = 0
         self._cells_in_row = 0
         self._row_mark = -1  # where the row being read begins in parts (its HEADER_ROW or BODY_ROW mark)
+        self._cell_open: list[bool] = []  # per open table, innermost last: whether a cell of its row is being read
         self._left_out_stack: list[_LeftOut] = []  # outermost first
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -95,7 +97,10 @@ class _Extractor(html.parser.HTMLParser):
                 self.parts[-1] = f"```{language.group(1)}\n"
         if tag == "pre":
             self._in_pre += 1
-        if tag in BLOCKS:
+        self._track_cells(tag, start=True)
+        if tag in BLOCKS and self._in_cell():  # a cell's paragraphs, lists and headings (Word's, LibreOffice's and
+            self._add(" ")  # Google Docs' exports put a <p> in every cell): its text, the row kept whole
+        elif tag in BLOCKS:
             self._add(PARAGRAPH)
             self._cells_in_row = 0
             if tag in HEADINGS:  # written as Markdown: chunking keeps it with its section, strips never quote it
@@ -128,7 +133,8 @@ class _Extractor(html.parser.HTMLParser):
             if not self._in_pre:
                 self._close_code_block()
         if tag in BLOCKS:
-            self._add(PARAGRAPH)
+            self._add(" " if self._in_cell() and tag not in ("tr", "table") else PARAGRAPH)
+        self._track_cells(tag, start=False)
         stack = self._left_out_stack
         for level in range(len(stack) - 1, -1, -1):  # an end tag also closes what was left open inside it
             if stack[level].tag != tag:
@@ -188,6 +194,19 @@ class _Extractor(html.parser.HTMLParser):
         before = "" if self._after_space() else " "
         self._add(before + FENCE.sub(r"\\\g<0>", alt) + " ")  # escaped as text is (see handle_data)
 
+    def _track_cells(self, tag: str, *, start: bool) -> None:
+        """Follow which table's cell is open, a cell's end tag optional as HTML allows: a row or table ends it."""
+        if tag == "table":
+            if start:
+                self._cell_open.append(False)
+            elif self._cell_open:
+                self._cell_open.pop()
+        elif self._cell_open and tag in CELLS | {"tr"}:
+            self._cell_open[-1] = start and tag in CELLS
+
+    def _in_cell(self) -> bool:
+        return bool(self._cell_open) and self._cell_open[-1]
+
     def _left_out(self, tag: str, attrs: dict[str, str | None]) -> bool:
         if tag in NEVER_TEXT or tag in FURNITURE or "hidden" in attrs or attrs.get("aria-hidden") == "true":
             return True
@@ -234,8 +253,8 @@ def _table_rows(paragraphs: Iterable[str]) -> Iterator[str]:
             yield row_line(cells, None if mark == HEADER_ROW else header)
         else:
             header = None  # the table ended (or a cell's own blocks split its row: its marks are read as text)
-            yield MARKS.sub(lambda m: " | " if m.group() == CELL else " ", paragraph).strip() if MARKS.search(
-                paragraph) else paragraph
+            yield MARKS.sub(lambda m: " | " if m.group() == CELL else " ", paragraph).strip(" |") if MARKS.search(
+                paragraph) else paragraph  # (the rest of a row a nested table split: "| end" reads "end")
 
 
 # A complete tag as browsers read one: a name, then attributes whose quoted values may hold "<" and ">" (a data

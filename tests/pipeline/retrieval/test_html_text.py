@@ -113,7 +113,7 @@ def test_rows_under_a_header_row_read_with_their_column_names():
         "Weight | 1.1 kg", "Screen | 13 inch",  # row headers (a <th> beside <td>s) name no columns
         "a | b",  # no header row
         "A column name as long as a sentence would be | b", "x | y",  # a sentence is no column name
-        "Cell with", "blocks", "two"]  # blocks inside a cell split its row, as before
+        "Cell with blocks | two"]  # a cell's own blocks stay in its row
 
 
 def test_a_page_without_markup_or_text_reads_as_empty():
@@ -261,3 +261,14 @@ def test_an_xhtml_page_reads_as_html(tmp_path):
     path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
                     "<title>Refunds</title></head><body><p>Refunds take 30 days.</p></body></html>", encoding="utf-8")
     assert read_document(path) == ("Refunds", "Refunds take 30 days.")
+
+
+def test_tables_as_office_suites_export_them_keep_their_rows_whole():
+    # LibreOffice's (and Word's) "Save as HTML": a <p> in every cell, end tags left out, a heading or a list in a
+    # cell, and a table nested in a cell, whose rows are read apart from the row around them
+    page = ('<table><tr valign="top"><td><p style="orphans: 0">\n\t\t\tZone</p>\n</td><td><p>Days</p><td><p>Cost'
+            "</p></tr><tr><td><h3>EU</h3><td><ul><li><p>5</p><li><p>working</p></ul></td><td><p>Free</p></td></tr>"
+            "<tr><td><p>Notes</p><table><tr><td>inner a</td><td>inner b</td></tr></table></td><td>end</td></tr>"
+            "</table><p>After the table.</p>")
+    assert html_to_text(page)[1].split("\n\n") == [
+        "Zone | Days | Cost", "EU | 5 working | Free", "Notes", "inner a | inner b", "end", "After the table."]
