@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pipeline.retrieval.numerals import letters, roman
+
 __all__ = ["ListLabels", "ParagraphStyles", "next_label"]
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-ROMAN = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"), (10, "x"),
-         (9, "ix"), (5, "v"), (4, "iv"), (1, "i"))
 
 
 class ParagraphStyles:
@@ -150,14 +150,10 @@ def _formatted(value: int, fmt: str) -> str:
     if fmt == "none":
         return ""
     if fmt in ("lowerLetter", "upperLetter") and value > 0:
-        letter = chr(ord("a") + (value - 1) % 26) * ((value - 1) // 26 + 1)  # z, aa, bb, ... as Word counts
+        letter = letters(value, repeated=True)  # z, aa, bb, ... as Word counts
         return letter.upper() if fmt == "upperLetter" else letter
     if fmt in ("lowerRoman", "upperRoman") and 0 < value < 4000:
-        roman, rest = "", value
-        for amount, numeral in ROMAN:
-            count, rest = divmod(rest, amount)
-            roman += numeral * count
-        return roman.upper() if fmt == "upperRoman" else roman
+        return roman(value).upper() if fmt == "upperRoman" else roman(value)
     if fmt == "decimalZero":
         return f"{value:02d}"
     return str(value)

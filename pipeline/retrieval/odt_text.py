@@ -23,6 +23,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.numerals import letters, roman
 from pipeline.retrieval.odf_charts import EmbeddedObjects, chart_lines
 from pipeline.retrieval.table_text import row_line
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml, xml_file
@@ -45,8 +46,6 @@ NOT_READ = {f"{{{TEXT}}}{name}" for name in ("table-of-content", "alphabetical-i
                                                                        f"{{{OFFICE}}}annotation-end",
                                                                        f"{{{OFFICE}}}forms"}
 FLAT_SNIFF = 64  # bytes enough to tell XML from a zip
-ROMAN = (("m", 1000), ("cm", 900), ("d", 500), ("cd", 400), ("c", 100), ("xc", 90), ("l", 50), ("xl", 40),
-         ("x", 10), ("ix", 9), ("v", 5), ("iv", 4), ("i", 1))
 
 
 @dataclass(frozen=True)
@@ -243,17 +242,9 @@ def frame_alt_text(frame: ElementTree.Element) -> str | None:
 def _numeral(number: int, num_format: str) -> str:
     """``number`` as a list style writes it: 1, a, A, i or I."""
     if num_format in ("a", "A"):
-        letters = ""
-        while number > 0:
-            number, rest = divmod(number - 1, 26)
-            letters = chr(ord("a") + rest) + letters
-        return letters.upper() if num_format == "A" else letters
+        return letters(number).upper() if num_format == "A" else letters(number)
     if num_format in ("i", "I"):
-        roman = ""
-        for symbol, value in ROMAN:
-            while number >= value:
-                roman, number = roman + symbol, number - value
-        return roman.upper() if num_format == "I" else roman
+        return roman(number).upper() if num_format == "I" else roman(number)
     return str(number)
 
 
