@@ -7,9 +7,11 @@ header when the markup says what they are (the element, or an ARIA role, or ``hi
 (paragraphs, headings, list items, table rows) end a paragraph, so a heading never runs into the sentence
 after it; inside a table cell they are the cell's text (Word, LibreOffice and Google Docs put a ``<p>`` in every
 cell), so that a row reads as one line ("Zone | Days"); headings are written as Markdown headings (``## Shipping
-times``), which chunking and sentence strips know; whitespace inside a block is collapsed as a browser does,
-except in ``<pre>``. A picture reads as its alt text, where it stands (as Markdown's ``![alt](src)`` does), unless
-it is hidden, marked decorative, or its alt text is only its file's name, an icon's or a logo's.
+times``), which chunking and sentence strips know; list items carry the label a browser shows ("- ", "3. ",
+"b. ", indented by nesting; ``start``, ``value``, ``type`` and ``reversed`` followed), as Markdown's and Word's do;
+whitespace inside a block is collapsed as a browser does, except in ``<pre>``. A picture reads as its alt text,
+where it stands (as Markdown's ``![alt](src)`` does), unless it is hidden, marked decorative, or its alt text is
+only its file's name, an icon's or a logo's.
 
 Broken markup never loses text: an element left out that is still open when the page ends (a ``<nav>``
 without ``</nav>``) is put back, since what follows it would otherwise be dropped with it. Nor does it cost
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.numerals import letters, roman
 from pipeline.retrieval.strips import FENCE, fence_for
 from pipeline.retrieval.table_text import row_line
 
@@ -45,12 +48,44 @@ BLOCKS = frozenset({"p", "div", "hr", "li", "ul", "ol", "dl", "dt", "dd", "h1", 
                     "figcaption", "address", "details", "summary", "caption", "form", "fieldset", "body"})
 HEADINGS = {f"h{level}": level for level in range(1, 7)}
 CELLS = frozenset({"td", "th"})
+LISTS = frozenset({"ul", "ol", "menu"})
+LIST_TYPES = ("1", "a", "A", "i", "I")
 HEADER_ROW, BODY_ROW, CELL = "\ue003", "\ue004", "\ue000"  # private-use marks of table rows and cells, joined by text()
 MARKS = re.compile("[\ue000\ue003\ue004]")
+INDENT = "\ue005"  # a nested list item's indent, made two spaces by text() once paragraphs are stripped
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
                   "wbr"})
 PARAGRAPH = "\n\n"
 LANGUAGE = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]{1,30})")  # the code's language, as highlighters mark it
+
+
+@dataclass
+class _List:
+    """An open ``<ul>`` / ``<ol>``: whether it is numbered, its next number, the step (-1: ``reversed``) and the
+    ``type`` of its numbers (1, a, A, i, I)."""
+
+    tag: str
+    next: int = 1
+    step: int = 1
+    kind: str = "1"
+
+    @classmethod
+    def opened(cls, tag: str, attrs: dict[str, str | None]) -> _List:
+        start = _integer(attrs.get("start"))
+        reverse = "reversed" in attrs and start is not None  # without a start it counts down from the item count
+        kind = (attrs.get("type") or "1").strip()
+        return cls(tag, 1 if start is None else start, -1 if reverse else 1, kind if kind in LIST_TYPES else "1")
+
+    def label(self, depth: int, value: int | None) -> str:
+        """The label of the next item at list ``depth`` (1 at the top), ``value`` its own number when it gives one:
+        "- " in a bulleted list, "3. " (or "c. ", "iii. ") in a numbered one."""
+        indent = INDENT * (depth - 1)
+        if self.tag != "ol":
+            return indent + "- "
+        number = self.next if value is None else value
+        self.next = number + self.step
+        text = letters(number) if self.kind in "aA" else roman(number) if self.kind in "iI" else str(number)
+        return f"{indent}{text.upper() if self.kind in 'AI' else text}. "
 
 
 @dataclass
@@ -76,6 +111,8 @@ class _Extractor(html.parser.HTMLParser):
         self._cells_in_row = 0
         self._row_mark = -1  # where the row being read begins in parts (its HEADER_ROW or BODY_ROW mark)
         self._cell_open: list[bool] = []  # per open table, innermost last: whether a cell of its row is being read
+        self._lists: list[_List] = []  # the open lists, innermost last
+        self._label = ""  # the label of the list item just opened, written before its first text
         self._left_out_stack: list[_LeftOut] = []  # outermost first
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -98,11 +135,14 @@ class _Extractor(html.parser.HTMLParser):
         if tag == "pre":
             self._in_pre += 1
         self._track_cells(tag, start=True)
+        self._track_lists(tag, attrs)
         if tag in BLOCKS and self._in_cell():  # a cell's paragraphs, lists and headings (Word's, LibreOffice's and
             self._add(" ")  # Google Docs' exports put a <p> in every cell): its text, the row kept whole
         elif tag in BLOCKS:
             self._add(PARAGRAPH)
             self._cells_in_row = 0
+            if tag in HEADINGS or tag == "pre":  # a heading or code block opening a list item: no label before it
+                self._label = ""
             if tag in HEADINGS:  # written as Markdown: chunking keeps it with its section, strips never quote it
                 self._add("#" * HEADINGS[tag] + " ")
             if tag == "pre" and self._in_pre == 1:  # preformatted text is code: fenced, as Markdown writes it
@@ -135,6 +175,10 @@ class _Extractor(html.parser.HTMLParser):
         if tag in BLOCKS:
             self._add(" " if self._in_cell() and tag not in ("tr", "table") else PARAGRAPH)
         self._track_cells(tag, start=False)
+        if tag in LISTS:
+            where = next((i for i in range(len(self._lists) - 1, -1, -1) if self._lists[i].tag == tag), None)
+            if where is not None:  # the list and what it left open
+                del self._lists[where:]
         stack = self._left_out_stack
         for level in range(len(stack) - 1, -1, -1):  # an end tag also closes what was left open inside it
             if stack[level].tag != tag:
@@ -180,6 +224,10 @@ class _Extractor(html.parser.HTMLParser):
             text = re.sub(r"\s+", " ", data)
             if text.startswith(" ") and self._after_space():  # collapsed across tags too, as a browser does
                 text = text[1:]
+            if self._label and text.strip():
+                self._add(self._label)
+                self._label = ""
+                text = text.lstrip()
             self._add(FENCE.sub(r"\\\g<0>", text))  # spaces are collapsed: FENCE's 0-3 fit
 
     def _add_alt_text(self, attrs: dict[str, str | None]) -> None:
@@ -191,6 +239,9 @@ class _Extractor(html.parser.HTMLParser):
         if (alt is None or BRANDING.search(alt) or _icon_sized(attrs) or self._left_out("img", attrs)
                 or (attrs.get("role") or "").strip().lower() in DECORATIVE_ROLES):
             return
+        if self._label:  # a list item that is a picture
+            self._add(self._label)
+            self._label = ""
         before = "" if self._after_space() else " "
         self._add(before + FENCE.sub(r"\\\g<0>", alt) + " ")  # escaped as text is (see handle_data)
 
@@ -203,6 +254,14 @@ class _Extractor(html.parser.HTMLParser):
                 self._cell_open.pop()
         elif self._cell_open and tag in CELLS | {"tr"}:
             self._cell_open[-1] = start and tag in CELLS
+
+    def _track_lists(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Open a list, or take the label of a list item (written before the item's first text; none in a table
+        cell, where the item is the cell's text)."""
+        if tag in LISTS:
+            self._lists.append(_List.opened(tag, dict(attrs)))
+        elif tag == "li" and self._lists and not self._in_cell() and not self._in_pre:
+            self._label = self._lists[-1].label(len(self._lists), _integer(dict(attrs).get("value")))
 
     def _in_cell(self) -> bool:
         return bool(self._cell_open) and self._cell_open[-1]
@@ -229,7 +288,16 @@ class _Extractor(html.parser.HTMLParser):
         content = "".join(part for part, inside in zip(self.parts, self.in_content, strict=True) if inside)
         read = content if re.search(r"\w", content) else "".join(self.parts)
         paragraphs = _table_rows(p.strip() for p in read.split(PARAGRAPH))
-        return PARAGRAPH.join(p for p in paragraphs if p.strip("#"))  # an empty heading is no paragraph
+        return PARAGRAPH.join(p.replace(INDENT, "  ") for p in paragraphs if p.strip("#"))  # an empty heading is no
+        # paragraph
+
+
+def _integer(value: str | None) -> int | None:
+    """An attribute's whole number (``start="3"``, ``value="-1"``); None when absent or not one."""
+    try:
+        return int((value or "").strip()[:9])
+    except ValueError:
+        return None
 
 
 def _icon_sized(attrs: dict[str, str | None]) -> bool:

@@ -272,3 +272,15 @@ def test_tables_as_office_suites_export_them_keep_their_rows_whole():
             "</table><p>After the table.</p>")
     assert html_to_text(page)[1].split("\n\n") == [
         "Zone | Days | Cost", "EU | 5 working | Free", "Notes", "inner a | inner b", "end", "After the table."]
+
+
+def test_list_items_read_with_the_labels_a_browser_shows():
+    page = ('<ol><li>Pack the item</li><li><p>Print the label</p><ol type="a"><li>by post<li>by van</ol></li></ol>'
+            '<ul><li><img src="tag.png" alt="A red sale tag"></li><li><h3>Exchanges</h3></li><li></li></ul>'
+            '<ol start="3" reversed><li>three<li value="9">nine<li>eight</ol><ol type="I" start="4"><li>four</ol>'
+            "<p>After the lists.</p><li>an item outside any list</li>"
+            "<nav><ol><li>Home</li></ol></nav><ol><li>after the menu</li></ol>")
+    assert html_to_text(page)[1].split("\n\n") == [
+        "1. Pack the item", "2. Print the label", "  a. by post", "  b. by van", "- A red sale tag", "### Exchanges",
+        "3. three", "9. nine", "8. eight", "IV. four", "After the lists.", "an item outside any list",
+        "1. after the menu"]
