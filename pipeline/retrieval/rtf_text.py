@@ -7,7 +7,8 @@ readers, skipped as ``\\ucN`` says). Read here in one pass with an explicit stac
 paragraphs end at ``\\par``, a heading (``\\outlinelevelN``, or a heading style of the style sheet: ``Heading 2``,
 ``Title``) is written as Markdown's (``## Refunds``), a table's cells are joined as ``a | b`` and each row is a
 paragraph, typographic characters (``\\emdash``, ``\\rquote``) are written as they print, a link reads as its
-words, a text box's paragraphs (``\\shptxt``) follow the paragraph it is anchored in. What is not text is left out:
+words, a list item keeps the label Word shows (its ``\\listtext``: "3. ", a bullet as "- "), a text box's
+paragraphs (``\\shptxt``) follow the paragraph it is anchored in. What is not text is left out:
 font, colour and style tables, pictures and other shapes, objects, document properties (the ``\\title`` names the
 document), headers and footers, footnotes, comments, field instructions and every ignorable destination
 (``{\\*\\...}``); ``\\binN`` data is stepped over.
@@ -41,7 +42,7 @@ NOT_TEXT = frozenset({
     "info", "pict", "object", "objdata", "nonshppict", "shppict", "themedata", "colorschememapping",
     "datastore", "latentstyles", "xmlnstbl", "filetbl", "pgdsctbl", "header", "headerl", "headerr", "headerf",
     "footer", "footerl", "footerr", "footerf", "footnote", "annotation", "atnid", "atnauthor", "fldinst",
-    "bkmkstart", "bkmkend", "field_instruction", "mmathPr", "docvar", "template", "listtext", "pntext",
+    "bkmkstart", "bkmkend", "field_instruction", "mmathPr", "docvar", "template",
 })
 SPECIAL = {"emdash": "\u2014", "endash": "\u2013", "bullet": "\u2022", "lquote": "\u2018", "rquote": "\u2019",
            "ldblquote": "\u201c", "rdblquote": "\u201d", "tab": " ", "emspace": " ", "enspace": " ", "qmspace": " "}
@@ -157,12 +158,13 @@ def rtf_text(data: bytes) -> tuple[str, str]:
         title, text = html_to_text(_encapsulated_html(data))
         if text.strip():
             return whole_characters(title), whole_characters(text)
-    out: dict[str, list[str]] = {"text": [], "title": []}
+    out: dict[str, list[str]] = {"text": [], "title": [], "label": []}
     pending = bytearray()  # escaped bytes of the code page, decoded together (a character may take two)
     codepage = "cp1252"
     stack: list[str] = []
     into = "text"  # what the open group's text is: read ("text"), the title ("title"), document properties other
-    # than the title ("info"), a shape in the text, which may hold a text box ("shape"), or left out ("")
+    # than the title ("info"), a shape in the text, which may hold a text box ("shape"), a list item's label ("label"),
+    # or left out ("")
     in_row = False  # inside a table row: its cells' paragraphs are the cells' text
     styles = _StyleSheet()
     heading = False  # the paragraph being read is marked as a heading already (by its style or outline level)
@@ -191,11 +193,17 @@ def rtf_text(data: bytes) -> tuple[str, str]:
             stack.append(into)
         elif kind == "}":
             flush()
-            into = stack.pop() if stack else into
+            closed, into = into, stack.pop() if stack else into
+            if closed == "label" and into != "label":  # a list item's label, as Word shows it: now written
+                write(_list_label("".join(out["label"])))
+                out["label"].clear()
         elif kind == "word":
             name, number = value
             if name == "title" and into == "info":
                 into = "title"
+            elif name in ("listtext", "pntext"):  # the label Word shows before a list item ("1.", a bullet)
+                flush()
+                into = "label" if into == "text" and not in_row else ""
             elif name == "shp":  # a drawing shape: only a text box's text (below) is read, and only in the text
                 flush()
                 into = "shape" if into == "text" else ""
@@ -246,6 +254,16 @@ def rtf_text(data: bytes) -> tuple[str, str]:
     flush()
     title = " ".join("".join(out["title"]).split())
     return whole_characters(title), _paragraphs(whole_characters("".join(out["text"])))
+
+
+def _list_label(text: str) -> str:
+    """A list item's label as read: a number ("3.", "b)", "2.1.") as it is, a bullet (a symbol font's character, an
+    "o" or a dash) as "- "; '' for none."""
+    label = " ".join(text.split())
+    if not label:
+        return ""
+    numbered = label[-1] in ".)" or any(character.isdigit() for character in label)
+    return f"{label} " if numbered else "- "
 
 
 def _encapsulated_html(data: bytes) -> str:

@@ -180,3 +180,22 @@ TEXT_BOXES = rb"""{\rtf1\ansi\deff0{\fonttbl{\f0 Calibri;}}
 def test_text_boxes_read_apart_from_their_paragraph_and_once():
     assert rtf_text(TEXT_BOXES)[1] == ("Every store takes part.\n\nReturns desk open 9 to 5.\n\nCall 555-0100.\n\n"
                                        "Prices include tax.")
+
+
+# list items as Word writes them: the label it shows in a {\listtext} group (a Symbol-font bullet, Courier's "o" for
+# a second level, a number), Word 95's {\pntext}, and LibreOffice's private-use bullet
+LISTS = rb"""{\rtf1\ansi\ansicpg1252\deff0{\fonttbl{\f0 Calibri;}{\f2 Courier New;}{\f3 Symbol;}}
+{\listtext\pard\plain\f3\fs24 \'b7\tab}\pard\plain \ls1\ilvl0 Bring the receipt.\par
+{\listtext\pard\plain\f2\fs24 o\tab}\pard\plain \ls1\ilvl1 Keep the box.\par
+\pard\plain \ls2\ilvl0{\listtext\pard\plain 1.\tab}Pack the item.\par
+{\listtext\pard\plain 2.\tab}Print the label.\par
+{\pntext\f3\'b7\tab}Old-style item.\par
+{\listtext\pard\plain  \u61623\'3f\tab}LibreOffice's bullet.\par
+\pard Plain paragraph.\par
+}"""
+
+
+def test_list_items_read_with_the_labels_word_shows():
+    assert rtf_text(LISTS)[1].split("\n\n") == [
+        "- Bring the receipt.", "- Keep the box.", "1. Pack the item.", "2. Print the label.", "- Old-style item.",
+        "- LibreOffice's bullet.", "Plain paragraph."]
