@@ -2,10 +2,12 @@
 
 pypdf hands back a page as lines, with nothing to say where a paragraph ends: read as one block, a heading
 ("Exchanges") runs into the sentence after it and the running header or footer of every page ("Company Ltd -
-Confidential - Page 2") into the page's first or last sentence. Three rules recover the rest:
+Confidential - Page 2") into the page's first or last sentence. Four rules recover the rest:
 
 - a line that is much shorter than the page's full lines ends a paragraph when it ends a sentence, and is
   a heading of its own when it does not (and the next line starts a new sentence);
+- a line that starts with a bullet ("•", a symbol font's) or a list number ("3.", "b)") starts a list item, a
+  paragraph of its own (a bullet written "- ", as the other readers write one);
 - a word hyphenated across lines ("circum-" / "stances") is joined;
 - a line that opens or closes most pages of a document (numbers aside) is a running header or footer and
   is left out; it takes three pages to tell.
@@ -24,6 +26,11 @@ __all__ = ["pdf_paragraphs"]
 SENTENCE_END = re.compile(r"[.!?:;][\"')\]]*$")
 HYPHENATED = re.compile(r"[^\W\d_]-$")
 DOT_LEADER = re.compile(r"[ \t]*(?:\.[ \t]*){4,}")  # "Introduction . . . . . 3" in a table of contents: not text
+# a list item's start: a bullet glyph (Symbol and Wingdings bullets come out as private-use characters), or a number
+# or lower-case letter with "." or ")" ("3.", "b)", "(iv)"); not "A." or "I.", which start names and sentences
+BULLETS = "\u2022\u25e6\u25aa\u25ab\u25cf\u25cb\u25a0\u25a1\u2023\u2043\u2219\u00b7\u27a2\uf0a7\uf0b7\uf0d8\uf076\uf0fc"
+BULLET = re.compile(f"^[{BULLETS}]\\s*")
+NUMBERED = re.compile(r"^\(?(?:\d{1,3}(?:\.\d{1,3})*|[a-z]|[ivx]{1,5})[.)]\s+(?=\S)")
 SHORT_SENTENCE_END = 0.75   # a sentence-ending line shorter than this share of a full line ends its paragraph
 SHORT_HEADING = 0.6         # an unpunctuated line shorter than this share of a full line is a heading
 EDGE_LINES = 2              # running headers and footers are among a page's first and last lines
@@ -68,7 +75,13 @@ def _page_paragraphs(lines: list[str]) -> list[str]:
     current = ""
     for i, line in enumerate(lines):
         following = lines[i + 1] if i + 1 < len(lines) else ""
-        heading = _is_heading(line, following, full)
+        item = BULLET.match(line) or NUMBERED.match(line)
+        if item and current:  # a list item starts a paragraph of its own, however long the line before it
+            paragraphs.append(current)
+            current = ""
+        if item and BULLET.match(line):
+            line = "- " + line[item.end():]  # as the other readers write a bullet
+        heading = not item and _is_heading(line, following, full)
         if heading and current:
             paragraphs.append(current)
             current = ""

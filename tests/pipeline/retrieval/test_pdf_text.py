@@ -73,3 +73,20 @@ def test_the_dot_leaders_of_a_table_of_contents_are_not_text():
     text = pdf_paragraphs([page])
     assert ". ." not in text and "...." not in text
     assert "1 Introduction 3" in text and "2 Usage 7" in text and "Wait... what? Version 1.2.3.4 here." in text
+
+
+def test_list_items_start_paragraphs_of_their_own():
+    page = ("Refunds are accepted within thirty days of delivery of the order.\n"
+            "\uf0b7 Bring the receipt.\n"  # a Symbol-font bullet, as LibreOffice's and Word's PDFs give it
+            "\u2022 Keep the box and every accessory that came with the item you\n"
+            "return to the store.\n"
+            "1. Pack the item.\n"
+            "(b) Print the label.\n"
+            "2.1. Drop it off.\n"
+            "A. Smith signs the returns form, 2.5 million forms a year and\n"
+            "12 boxes a day.")
+    assert pdf_paragraphs([page]).split("\n\n") == [
+        "Refunds are accepted within thirty days of delivery of the order.", "- Bring the receipt.",
+        "- Keep the box and every accessory that came with the item you return to the store.", "1. Pack the item.",
+        "(b) Print the label.", "2.1. Drop it off.",
+        "A. Smith signs the returns form, 2.5 million forms a year and 12 boxes a day."]
