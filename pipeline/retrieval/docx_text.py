@@ -5,8 +5,9 @@ so chunking keeps each section with its heading and sentence strips never quote 
 keep the label Word shows them with (``- `` for a bullet, ``3. ``, ``2.1. ``, ``b) ``: see
 :mod:`pipeline.retrieval.docx_numbering`); a table row is one paragraph of its cells; a picture reads as its alt
 text ("Image: ...") after its paragraph, unless a program wrote it (:mod:`pipeline.retrieval.alt_text`); a text
-box's paragraphs and tables (a cover page's title, a flyer's panels, a form's boxes) and a SmartArt diagram's
-outline (:mod:`pipeline.retrieval.smartart`) come after the paragraph they are anchored in, a box read once although
+box's paragraphs and tables (a cover page's title, a flyer's panels, a form's boxes), a chart's title and series
+(:mod:`pipeline.retrieval.office_charts`) and a SmartArt diagram's outline (:mod:`pipeline.retrieval.smartart`)
+come after the paragraph they are anchored in, a box read once although
 Word stores each twice (a DrawingML shape and its VML fallback for older readers).
 Text inside content controls (a cover page, a form's filled-in fields, a repeating section's table rows) and
 tracked insertions reads as Word shows it, deleted text does not, and a table of contents is left out (it repeats
@@ -25,6 +26,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
+from pipeline.retrieval.office_charts import CHART_URI, chart_part_lines
 from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.smartart import DIAGRAM_URI, diagram_lines
 from pipeline.retrieval.table_text import row_line
@@ -75,6 +77,8 @@ def _blocks(container: Any, parent: Any, labels: ListLabels, what: str) -> list[
         for graphic in element.iter(GRAPHIC_DATA):
             if graphic.get("uri") == DIAGRAM_URI and _own(graphic, element):
                 paragraphs += diagram_lines(graphic, block.part, what, "- ")
+            elif graphic.get("uri") == CHART_URI and _own(graphic, element):
+                paragraphs += ["\n".join(chart)] if (chart := chart_part_lines(graphic, block.part, what)) else []
         for box in _text_boxes(element):
             paragraphs += _blocks(box, block, labels, what)
     return paragraphs

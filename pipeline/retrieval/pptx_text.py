@@ -19,6 +19,7 @@ from typing import Any
 from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
+from pipeline.retrieval.office_charts import chart_part_lines
 from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.smartart import diagram_lines
 from pipeline.retrieval.table_text import row_line
@@ -26,8 +27,8 @@ from pipeline.retrieval.table_text import row_line
 __all__ = ["pptx_to_text"]
 
 FURNITURE = ("FOOTER", "SLIDE_NUMBER", "DATE")
-LISTED = ("BODY", "OBJECT")
-CHART_POINTS = 50  # placeholders whose paragraphs PowerPoint shows as an outline
+LISTED = ("BODY", "OBJECT")  # placeholders whose paragraphs PowerPoint shows as an outline
+GRAPHIC_DATA = "{http://schemas.openxmlformats.org/drawingml/2006/main}graphicData"
 PICTURE = 13  # MSO_SHAPE_TYPE.PICTURE
 
 
@@ -80,7 +81,8 @@ def _shape_blocks(shapes: Any, skip: set[int], what: str) -> list[str]:
         if hasattr(shape, "shapes"):  # a group
             blocks += _shape_blocks(shape.shapes, skip, what)
         elif getattr(shape, "has_chart", False):
-            blocks.append(_chart_lines(shape.chart))
+            graphic = shape.element.find(f".//{GRAPHIC_DATA}")
+            blocks.append("\n".join(chart_part_lines(graphic, shape.part, what)) if graphic is not None else "")
         elif getattr(shape, "has_table", False):
             blocks.append(_table_lines(shape.table))
         elif diagram := diagram_lines(shape.element, shape.part, what, "* "):
@@ -102,20 +104,6 @@ def _alt_text(shape: Any) -> str | None:
     if getattr(shape, "shape_type", None) != PICTURE:
         return None
     return authored(next(iter(shape.element.xpath("./p:nvPicPr/p:cNvPr/@descr")), None))
-
-
-def _chart_lines(chart: Any) -> str:
-    """A chart as a reader takes it in: its title, then each series with its values by category ("Revenue: Q1
-    1.0, Q2 2.0"), at most ``CHART_POINTS`` points a series."""
-    lines = [f"Chart: {_one_line(chart.chart_title.text_frame.text)}"] if chart.has_title else []
-    for plot in chart.plots:
-        categories = [str(c) for c in plot.categories]
-        for series in plot.series:
-            points = [f"{category} {value:g}" for category, value in zip(categories, series.values, strict=False)
-                      if value is not None][:CHART_POINTS]
-            if points:
-                lines.append(f"{_one_line(series.name or 'Series')}: {', '.join(points)}")
-    return "\n".join(lines)
 
 
 def _position(shape: Any) -> tuple[int, int]:

@@ -14,6 +14,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from models.errors import DataError
+from pipeline.retrieval.office_charts import related_blob
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
 
 __all__ = ["DIAGRAM_URI", "diagram_lines"]
@@ -33,22 +34,13 @@ def diagram_lines(frame: Any, part: Any, what: str, bullet: str) -> list[str]:
     when ``frame`` holds no diagram, its data part is missing or has no text. ``what`` names the file in errors."""
     ids = next(iter(frame.iter(f"{DGM}relIds")), None)
     data_id = ids.get(R_DM) if ids is not None else None
-    blob = _related_blob(part, data_id) if data_id else None
+    blob = related_blob(part, data_id) if data_id else None
     if not blob:
         return []
     if len(blob) > MAX_PART_BYTES:
         raise DataError(f"{what}: a SmartArt diagram's data unpacks to more than {MAX_PART_BYTES:,} bytes; not read")
     model = xml_root(blob, f"{what}: a SmartArt diagram's data")
     return [f"{'  ' * depth}{bullet}{text}" for depth, text in _outline(model)]
-
-
-def _related_blob(part: Any, rid: str) -> bytes | None:
-    """The bytes of the part that ``part`` relates to by ``rid``; None when there is no such relationship."""
-    try:  # python-docx keeps a part's related parts in a dict, python-pptx looks them up
-        related = part.related_parts[rid] if hasattr(part, "related_parts") else part.related_part(rid)
-    except KeyError:
-        return None
-    return bytes(related.blob)
 
 
 def _outline(model: ElementTree.Element) -> list[tuple[int, str]]:
