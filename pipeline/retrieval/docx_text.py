@@ -50,7 +50,10 @@ def docx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .docx file ({type(exc).__name__}: {exc}); an encrypted one must "
                         "be saved without its password first, and a Word 97-2003 one is read from a file named "
                         ".doc") from exc
-    paragraphs = _blocks(document.element.body, document, ListLabels(document), str(path))
+    body = document.element.body
+    if body is None:
+        raise DataError(f"{path}: its document part has no body (w:body); the file is damaged")
+    paragraphs = _blocks(body, document, ListLabels(document), str(path))
     title = (document.core_properties.title or "").strip()
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")

@@ -41,6 +41,16 @@ def pptx_to_text(path: Path) -> tuple[str, str]:
         raise DataError(f"{path}: not a readable .pptx file ({type(exc).__name__}: {exc}); an encrypted one "
                         "must be saved without its password first; a PowerPoint 97-2003 file is read from a file named "
                         ".ppt") from exc
+    try:
+        return _presentation_text(presentation, str(path))
+    except DataError:
+        raise
+    except Exception as exc:  # python-pptx parses a slide's XML when first asked: a damaged one raises its own
+        raise DataError(f"{path}: a damaged slide ({type(exc).__name__}: {exc})") from exc  # (lxml's, enum) errors
+
+
+def _presentation_text(presentation: Any, what: str) -> tuple[str, str]:
+    """(title, text) of an opened presentation (``what``: its file, for errors)."""
     blocks: list[str] = []
     first_title = ""
     for number, slide in enumerate(presentation.slides, start=1):
@@ -48,7 +58,7 @@ def pptx_to_text(path: Path) -> tuple[str, str]:
         title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
         first_title = first_title or title
         skip = {title_shape.shape_id} if title_shape is not None else set()
-        content = _shape_blocks(slide.shapes, skip, str(path))
+        content = _shape_blocks(slide.shapes, skip, what)
         if slide.has_notes_slide:
             notes = slide.notes_slide.notes_text_frame
             text = "\n".join(line for line in (notes.text if notes is not None else "").split("\n") if line.strip())

@@ -141,6 +141,11 @@ def test_a_damaged_or_old_word_file_is_a_clear_error(tmp_path):
     (tmp_path / "old.docx").write_bytes(b"\xd0\xcf\x11\xe0 an OLE .doc renamed")
     with pytest.raises(DataError, match=r"old\.docx: not a readable \.docx file.*read from a file named \.doc$"):
         read_document(tmp_path / "old.docx")
+    document = docx.Document()
+    document.element.remove(document.element.body)  # a document part without its body
+    document.save(str(tmp_path / "bodiless.docx"))
+    with pytest.raises(DataError, match=r"bodiless\.docx: its document part has no body"):
+        read_document(tmp_path / "bodiless.docx")
 
 
 def test_without_the_docx_extra_a_word_file_is_named_and_can_be_skipped(tmp_path, monkeypatch):

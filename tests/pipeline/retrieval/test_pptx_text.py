@@ -145,3 +145,20 @@ def test_a_damaged_smartart_diagram_is_an_error_naming_the_file(tmp_path):
     presentation.save(str(path))
     with pytest.raises(DataError, match=r"broken\.pptx: a SmartArt diagram's data is not well-formed XML"):
         read_document(path)
+
+
+def test_a_damaged_slide_is_an_error_naming_the_file(tmp_path):
+    import zipfile
+
+    presentation = pptx.Presentation()
+    presentation.slides.add_slide(presentation.slide_layouts[5]).shapes.title.text = "Q3"
+    whole = io.BytesIO()
+    presentation.save(whole)
+    path = tmp_path / "damaged.pptx"
+    with zipfile.ZipFile(io.BytesIO(whole.getvalue())) as source, zipfile.ZipFile(path, "w") as copy:
+        for info in source.infolist():  # the slide's XML is well formed but lacks its shape tree (python-pptx
+            data = source.read(info)  # parses it only when the slide is read)
+            copy.writestr(info, data.replace(b"<p:cSld>", b"<p:cSldX>").replace(b"</p:cSld>", b"</p:cSldX>")
+                          if info.filename == "ppt/slides/slide1.xml" else data)
+    with pytest.raises(DataError, match=r"damaged\.pptx: a damaged slide \(InvalidXmlError"):
+        read_document(path)
