@@ -14,10 +14,9 @@ import math
 from typing import Any
 from xml.etree import ElementTree
 
-from models.errors import DataError
-from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
+from pipeline.retrieval.office_parts import related_xml
 
-__all__ = ["CHART_POINTS", "CHART_URI", "chart_part_lines", "related_blob"]
+__all__ = ["CHART_POINTS", "CHART_URI", "chart_part_lines"]
 
 CHART_URI = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 C = f"{{{CHART_URI}}}"
@@ -27,29 +26,13 @@ CHART_POINTS = 50  # values read per series
 MAX_SERIES = 50
 
 
-def related_blob(part: Any, rid: str) -> bytes | None:
-    """The bytes of the part that ``part`` (python-docx's or python-pptx's) relates to by ``rid``; None when there is
-    no such relationship."""
-    try:  # python-docx keeps a part's related parts in a dict, python-pptx looks them up
-        related = part.related_parts[rid] if hasattr(part, "related_parts") else part.related_part(rid)
-    except KeyError:
-        return None
-    return bytes(related.blob)
-
-
 def chart_part_lines(graphic_data: Any, part: Any, what: str) -> list[str]:
     """The chart that ``graphic_data`` (an lxml ``a:graphicData`` of a chart; ``part``: the python-docx or python-pptx
     part it is in) names, as lines: "Chart: title", then a line per series; [] when the chart part is missing or says
     nothing. ``what`` names the file in errors."""
     reference = graphic_data.find(f"{C}chart")
-    rid = reference.get(R_ID) if reference is not None else None
-    blob = related_blob(part, rid) if rid else None
-    if not blob:
-        return []
-    if len(blob) > MAX_PART_BYTES:
-        raise DataError(f"{what}: a chart part unpacks to more than {MAX_PART_BYTES:,} bytes; not read")
-    space = xml_root(blob, f"{what}: a chart part")
-    chart = space.find(f"{C}chart")
+    space = related_xml(part, reference.get(R_ID) if reference is not None else None, what, "a chart part")
+    chart = space.find(f"{C}chart") if space is not None else None
     if chart is None:
         return []
     title = _rich_text(chart.find(f"{C}title"))

@@ -13,9 +13,7 @@ from __future__ import annotations
 from typing import Any
 from xml.etree import ElementTree
 
-from models.errors import DataError
-from pipeline.retrieval.office_charts import related_blob
-from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
+from pipeline.retrieval.office_parts import related_xml
 
 __all__ = ["DIAGRAM_URI", "diagram_lines"]
 
@@ -33,14 +31,8 @@ def diagram_lines(frame: Any, part: Any, what: str, bullet: str) -> list[str]:
     python-docx or python-pptx part it is in), a line per node with text: ``bullet`` indented two spaces a level; []
     when ``frame`` holds no diagram, its data part is missing or has no text. ``what`` names the file in errors."""
     ids = next(iter(frame.iter(f"{DGM}relIds")), None)
-    data_id = ids.get(R_DM) if ids is not None else None
-    blob = related_blob(part, data_id) if data_id else None
-    if not blob:
-        return []
-    if len(blob) > MAX_PART_BYTES:
-        raise DataError(f"{what}: a SmartArt diagram's data unpacks to more than {MAX_PART_BYTES:,} bytes; not read")
-    model = xml_root(blob, f"{what}: a SmartArt diagram's data")
-    return [f"{'  ' * depth}{bullet}{text}" for depth, text in _outline(model)]
+    model = related_xml(part, ids.get(R_DM) if ids is not None else None, what, "a SmartArt diagram's data")
+    return [f"{'  ' * depth}{bullet}{text}" for depth, text in _outline(model)] if model is not None else []
 
 
 def _outline(model: ElementTree.Element) -> list[tuple[int, str]]:

@@ -1,0 +1,30 @@
+"""The parts a Word or PowerPoint frame points to (a chart, a SmartArt diagram's data), looked up and parsed alike
+whether python-docx or python-pptx opened the file."""
+
+from __future__ import annotations
+
+from typing import Any
+from xml.etree import ElementTree
+
+from models.errors import DataError
+from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
+
+__all__ = ["related_xml"]
+
+
+def related_xml(part: Any, rid: str | None, what: str, kind: str) -> ElementTree.Element | None:
+    """The parsed XML of the part that ``part`` (python-docx's or python-pptx's) relates to by ``rid``; None without
+    ``rid`` or such a relationship. Larger than :data:`MAX_PART_BYTES` or not well-formed is a DataError naming the
+    file (``what``) and the ``kind`` of part ("a chart part")."""
+    if not rid:
+        return None
+    try:  # python-docx keeps a part's related parts in a dict, python-pptx looks them up
+        related = part.related_parts[rid] if hasattr(part, "related_parts") else part.related_part(rid)
+    except KeyError:
+        return None
+    blob = bytes(related.blob)
+    if not blob:
+        return None
+    if len(blob) > MAX_PART_BYTES:
+        raise DataError(f"{what}: {kind} unpacks to more than {MAX_PART_BYTES:,} bytes; not read")
+    return xml_root(blob, f"{what}: {kind}")
