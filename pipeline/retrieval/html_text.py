@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import html.parser
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ HEADINGS = {f"h{level}": level for level in range(1, 7)}
 CELLS = frozenset({"td", "th"})
 LISTS = frozenset({"ul", "ol", "menu"})
 LIST_TYPES = ("1", "a", "A", "i", "I")
+MAX_LIST_INDENT = 8  # levels a nested item is indented by at most (a crafted page nests thousands)
 HEADER_ROW, BODY_ROW, CELL = "\ue003", "\ue004", "\ue000"  # private-use marks of table rows and cells, joined by text()
 MARKS = re.compile("[\ue000\ue003\ue004]")
 INDENT = "\ue005"  # a nested list item's indent, made two spaces by text() once paragraphs are stripped
@@ -79,7 +81,7 @@ class _List:
     def label(self, depth: int, value: int | None) -> str:
         """The label of the next item at list ``depth`` (1 at the top), ``value`` its own number when it gives one:
         "- " in a bulleted list, "3. " (or "c. ", "iii. ") in a numbered one."""
-        indent = INDENT * (depth - 1)
+        indent = INDENT * min(depth - 1, MAX_LIST_INDENT)
         if self.tag != "ol":
             return indent + "- "
         number = self.next if value is None else value
@@ -112,6 +114,7 @@ class _Extractor(html.parser.HTMLParser):
         self._row_mark = -1  # where the row being read begins in parts (its HEADER_ROW or BODY_ROW mark)
         self._cell_open: list[bool] = []  # per open table, innermost last: whether a cell of its row is being read
         self._lists: list[_List] = []  # the open lists, innermost last
+        self._open_lists: Counter[str] = Counter()  # how many lists of each tag are open
         self._label = ""  # the label of the list item just opened, written before its first text
         self._left_out_stack: list[_LeftOut] = []  # outermost first
 
@@ -175,10 +178,11 @@ class _Extractor(html.parser.HTMLParser):
         if tag in BLOCKS:
             self._add(" " if self._in_cell() and tag not in ("tr", "table") else PARAGRAPH)
         self._track_cells(tag, start=False)
-        if tag in LISTS:
-            where = next((i for i in range(len(self._lists) - 1, -1, -1) if self._lists[i].tag == tag), None)
-            if where is not None:  # the list and what it left open
-                del self._lists[where:]
+        if tag in LISTS and self._open_lists[tag]:  # the list and what it left open (no search for one not open:
+            where = next(i for i in range(len(self._lists) - 1, -1, -1) if self._lists[i].tag == tag)  # linear time)
+            for closed in self._lists[where:]:
+                self._open_lists[closed.tag] -= 1
+            del self._lists[where:]
         stack = self._left_out_stack
         for level in range(len(stack) - 1, -1, -1):  # an end tag also closes what was left open inside it
             if stack[level].tag != tag:
@@ -260,6 +264,7 @@ class _Extractor(html.parser.HTMLParser):
         cell, where the item is the cell's text)."""
         if tag in LISTS:
             self._lists.append(_List.opened(tag, dict(attrs)))
+            self._open_lists[tag] += 1
         elif tag == "li" and self._lists and not self._in_cell() and not self._in_pre:
             self._label = self._lists[-1].label(len(self._lists), _integer(dict(attrs).get("value")))
 

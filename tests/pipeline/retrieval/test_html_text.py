@@ -1,5 +1,7 @@
 """HTML pages are read as their content's paragraphs: no site furniture, headings apart from sentences."""
 
+import time
+
 import pytest
 
 from pipeline.retrieval.documents import chunk_text, read_document
@@ -144,8 +146,6 @@ def test_a_page_in_its_declared_charset_is_read_and_an_undeclared_one_is_an_erro
 def test_stray_openers_are_text_read_in_linear_time(opener):
     """The standard library's parser takes quadratic time over tags that never close (a 60 KB run of "<a " took
     39 s): a "<" that cannot close before the next one is read as text first."""
-    import time
-
     page = "<p>" + opener * (60_000 // len(opener)) + "</p><p>After.</p>"
     start = time.perf_counter()
     _, text = html_to_text(page)
@@ -284,3 +284,12 @@ def test_list_items_read_with_the_labels_a_browser_shows():
         "1. Pack the item", "2. Print the label", "  a. by post", "  b. by van", "- A red sale tag", "### Exchanges",
         "3. three", "9. nine", "8. eight", "IV. four", "After the lists.", "an item outside any list",
         "1. after the menu"]
+
+
+@pytest.mark.parametrize("page", ["<ol>" * 40000 + "x" + "</ul>" * 40000,  # end tags of lists never opened
+                                  "<ol>" * 40000 + "<li>x" * 40000])  # items 40,000 lists deep
+def test_crafted_list_nesting_reads_in_linear_time(page):
+    start = time.perf_counter()  # each was quadratic: 20,000 of them took 9 s
+    text = html_to_text(page)[1]
+    assert time.perf_counter() - start < 5
+    assert max(len(line) - len(line.lstrip(" ")) for line in text.split("\n\n")) <= 16  # indented 8 levels at most
