@@ -11,12 +11,14 @@ come after the paragraph they are anchored in, a box read once although
 Word stores each twice (a DrawingML shape and its VML fallback for older readers).
 Text inside content controls (a cover page, a form's filled-in fields, a repeating section's table rows) and
 tracked insertions reads as Word shows it, deleted text does not, and a table of contents is left out (it repeats
-the headings); python-docx's own paragraph and table text misses all of these. Page headers and footers are not
-part of the body and are left out, like a web page's furniture.
+the headings); python-docx's own paragraph and table text misses all of these. An imported chunk (``w:altChunk``: a
+web page or archive, Rich Text or Word file the document holds whole) is read by its own reader in its place. Page
+headers and footers are not part of the body and are left out, like a web page's furniture.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,10 +35,16 @@ from pipeline.retrieval.table_text import row_line
 
 __all__ = ["docx_to_text"]
 
+logger = logging.getLogger(__name__)
 HEADING_STYLE = re.compile(r"heading\s*([1-6])$", re.IGNORECASE)
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 NOT_OWN = frozenset({"{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback", f"{W}txbxContent"})
 GRAPHIC_DATA = "{http://schemas.openxmlformats.org/drawingml/2006/main}graphicData"
+R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+CHUNK_SUFFIXES = frozenset({".mht", ".mhtml", ".htm", ".html", ".xhtml", ".rtf", ".txt", ".docx"})
+CHUNK_TYPES = {"message/rfc822": ".mht", "multipart/related": ".mht", "text/html": ".html",
+               "application/xhtml+xml": ".xhtml", "application/rtf": ".rtf", "text/rtf": ".rtf", "text/plain": ".txt",
+               "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": ".docx"}
 RUNS_NOT_SHOWN = frozenset({f"{W}del", f"{W}moveFrom", f"{W}rt"})  # deleted, moved away, a ruby's phonetic guide
 
 
@@ -72,6 +80,9 @@ def _blocks(container: Any, parent: Any, labels: ListLabels, what: str) -> list[
         if element.tag == f"{W}tbl":
             paragraphs += _table_rows(Table(element, parent))
             continue
+        if element.tag == f"{W}altChunk":
+            paragraphs += _imported_chunk(element, parent.part, what)
+            continue
         block = Paragraph(element, parent)
         text = _paragraph_text(element)
         if text.strip():
@@ -92,13 +103,35 @@ def _block_elements(container: Any) -> Iterator[Any]:
     (``w:sdt``: a cover page, a form's sections) and custom XML too; a table of contents' control is left out (it
     repeats the headings)."""
     for child in container:
-        if child.tag in (f"{W}p", f"{W}tbl"):
+        if child.tag in (f"{W}p", f"{W}tbl", f"{W}altChunk"):
             yield child
         elif child.tag == f"{W}sdt" and not _is_table_of_contents(child):
             for content in child.iterchildren(f"{W}sdtContent"):
                 yield from _block_elements(content)
         elif child.tag == f"{W}customXml":
             yield from _block_elements(child)
+
+
+def _imported_chunk(chunk: Any, part: Any, what: str) -> list[str]:
+    """The paragraphs of an imported chunk (``w:altChunk``): a web page, web archive, Rich Text, text or Word file
+    that the document holds whole and Word shows in its place. "Export to Word" in many web applications (html-docx-js
+    and its kin) writes the whole document so. Read by the reader of its type; one that cannot be read is logged and
+    left out, as an unreadable attachment is."""
+    from pipeline.retrieval.archives import DocumentText  # (documents imports this module)
+
+    related = part.related_parts.get(chunk.get(R_ID, ""))
+    if related is None:
+        return []
+    suffix = Path(str(related.partname)).suffix.lower()
+    suffix = suffix if suffix in CHUNK_SUFFIXES else CHUNK_TYPES.get(related.content_type, "")
+    if not suffix:
+        logger.info("%s: an imported chunk of type %r not read", what, related.content_type)
+        return []
+    document = DocumentText.from_bytes(bytes(related.blob), f"chunk{suffix}", named=f"{what} (imported chunk)")
+    if document.error is not None:
+        logger.info("%s", document.error)
+        return []
+    return [block for block in document.text.split("\n\n") if block.strip()]
 
 
 def _is_table_of_contents(control: Any) -> bool:

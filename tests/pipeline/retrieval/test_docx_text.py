@@ -332,3 +332,38 @@ def test_a_chart_reads_as_its_title_and_series_after_its_paragraph(tmp_path):
     assert read_document(path)[1].split("\n\n") == [
         "Revenue grew.", "Chart: Revenue by quarter\nRevenue: Q2 3.7, Q3 4.1\nCosts: Q2 2", "Demand:",
         "Price: 1.5 10"]
+
+
+def test_imported_chunks_read_in_their_place(tmp_path, caplog):
+    # what html-docx-js and other "Export to Word" code writes: the page as a web archive the document imports whole
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    archive = ("MIME-Version: 1.0\r\nContent-Type: multipart/related; type=\"text/html\"; boundary=\"--b\"\r\n\r\n"
+               "----b\r\nContent-Type: text/html; charset=utf-8\r\nContent-Location: file:///C:/chunk.htm\r\n\r\n"
+               "<html><body><h2>Returns</h2><ol><li>Pack the item.</li><li>Print the label.</li></ol>"
+               "<table><tr><td><p>Zone</p></td><td><p>Days</p></td></tr></table></body></html>\r\n----b--\r\n")
+    document = docx.Document()
+    document.add_paragraph("Before the chunks.")
+    relationship = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/aFChunk"
+    for name, content_type, data in [
+            ("afchunk.mht", "message/rfc822", archive.encode()),
+            ("chunk2.bin", "text/html", "<p>Caf\u00e9 opens at 9.</p>".encode()),  # its type from its content type
+            ("chunk3.txt", "text/plain", b"Plain words."),
+            ("chunk4.bin", "application/x-unknown", b"\x00\x01"),  # not read, and said so
+            ("chunk5.rtf", "application/rtf", b"not RTF at all")]:  # unreadable: left out, and said so
+        part = Part(PackURI(f"/word/{name}"), content_type, data, document.part.package)
+        rid = document.part.relate_to(part, relationship)
+        document.element.body.insert(len(document.element.body) - 1, parse_xml(
+            '<w:altChunk xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+            f'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{rid}"/>'))
+    document.add_paragraph("After the chunks.")
+    path = tmp_path / "export.docx"
+    document.save(str(path))
+    with caplog.at_level("INFO", logger="pipeline.retrieval.docx_text"):
+        title, text = read_document(path)
+    assert title == "Returns"
+    assert text.split("\n\n") == ["Before the chunks.", "## Returns", "1. Pack the item.", "2. Print the label.",
+                                  "Zone | Days", "Caf\u00e9 opens at 9.", "Plain words.", "After the chunks."]
+    assert "application/x-unknown" in caplog.text and "export.docx (imported chunk): not an RTF file" in caplog.text
