@@ -29,6 +29,7 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
 from pipeline.retrieval.office_charts import CHART_URI, chart_part_lines
+from pipeline.retrieval.office_parts import stored_title
 from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.smartart import DIAGRAM_URI, diagram_lines
 from pipeline.retrieval.table_text import row_line
@@ -62,7 +63,7 @@ def docx_to_text(path: Path) -> tuple[str, str]:
     if body is None:
         raise DataError(f"{path}: its document part has no body (w:body); the file is damaged")
     paragraphs = _blocks(body, document, ListLabels(document), str(path))
-    title = (document.core_properties.title or "").strip()
+    title = stored_title(document)
     if not title:
         title = next((p.lstrip("#").strip() for p in paragraphs if p.startswith("#")), "")
     return title, "\n\n".join(paragraphs)

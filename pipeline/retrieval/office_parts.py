@@ -1,5 +1,5 @@
-"""The parts a Word or PowerPoint frame points to (a chart, a SmartArt diagram's data), looked up and parsed alike
-whether python-docx or python-pptx opened the file."""
+"""The parts a Word or PowerPoint frame points to (a chart, a SmartArt diagram's data), and the document's stored
+Title property, looked up alike whether python-docx or python-pptx opened the file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from xml.etree import ElementTree
 from models.errors import DataError
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
 
-__all__ = ["related_xml"]
+__all__ = ["related_xml", "stored_title"]
+
+CORE_PROPERTIES = "http://schemas.openxmlformats.org/package/2006/relationships/metadata/core-properties"
 
 
 def related_xml(part: Any, rid: str | None, what: str, kind: str) -> ElementTree.Element | None:
@@ -28,3 +30,15 @@ def related_xml(part: Any, rid: str | None, what: str, kind: str) -> ElementTree
     if len(blob) > MAX_PART_BYTES:
         raise DataError(f"{what}: {kind} unpacks to more than {MAX_PART_BYTES:,} bytes; not read")
     return xml_root(blob, f"{what}: {kind}")
+
+
+def stored_title(document: Any) -> str:
+    """The Title property the file stores ('' without one). For a file without a core-properties part (html-docx-js
+    writes none) python-docx and python-pptx make one up, titled "Word Document" or "PowerPoint Presentation": that
+    is no title of the document's."""
+    package = document.part.package
+    try:
+        package.part_related_by(CORE_PROPERTIES)
+    except KeyError:
+        return ""
+    return " ".join(str(document.core_properties.title or "").split())

@@ -20,6 +20,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.office_charts import chart_part_lines
+from pipeline.retrieval.office_parts import stored_title
 from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.smartart import diagram_lines
 from pipeline.retrieval.table_text import row_line
@@ -66,7 +67,7 @@ def _presentation_text(presentation: Any, what: str) -> tuple[str, str]:
                 content.append(f"Notes: {text}")
         if title or content:  # an empty slide without a title is no section
             blocks += [f"## {title or f'Slide {number}'}", *content]
-    title = str(presentation.core_properties.title or "").strip() or first_title
+    title = stored_title(presentation) or first_title
     return title, "\n\n".join(blocks)
 
 

@@ -367,3 +367,40 @@ def test_imported_chunks_read_in_their_place(tmp_path, caplog):
     assert text.split("\n\n") == ["Before the chunks.", "## Returns", "1. Pack the item.", "2. Print the label.",
                                   "Zone | Days", "Caf\u00e9 opens at 9.", "Plain words.", "After the chunks."]
     assert "application/x-unknown" in caplog.text and "export.docx (imported chunk): not an RTF file" in caplog.text
+
+
+def test_a_word_file_as_html_docx_js_writes_one_reads_as_its_page(tmp_path):
+    # a package of nothing but a body importing a web archive, and no document properties: python-docx makes up a
+    # "Word Document" title for it, which is not the document's
+    import quopri
+    import zipfile
+
+    page = ('<!DOCTYPE html><html><head><meta charset="UTF-8"></head><body><h1 class="name">Inspection report</h1>'
+            "<p>Roof: two tiles loose \u2013 fix before winter.</p><ul><li>Gutter clear</li></ul></body></html>")
+    archive = ('MIME-Version: 1.0\nContent-Type: multipart/related;\n    type="text/html";\n'
+               '    boundary="----=mhtDocumentPart"\n\n\n------=mhtDocumentPart\nContent-Type: text/html;\n'
+               '    charset="utf-8"\nContent-Transfer-Encoding: quoted-printable\n'
+               "Content-Location: file:///C:/fake/document.html\n\n"
+               + quopri.encodestring(page.encode()).decode("ascii") + "\n\n\n------=mhtDocumentPart--\n")
+    relationships = '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    path = tmp_path / "report.docx"
+    with zipfile.ZipFile(path, "w") as package:
+        package.writestr("[Content_Types].xml", (
+            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" '
+            'ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Override '
+            'PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+            'wordprocessingml.document.main+xml"/><Override PartName="/word/afchunk.mht" '
+            'ContentType="message/rfc822"/></Types>'))
+        package.writestr("_rels/.rels", relationships + (
+            '<Relationship Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" '
+            'Target="/word/document.xml" Id="R1"/></Relationships>'))
+        package.writestr("word/document.xml", (
+            '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+            'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><w:body>'
+            '<w:altChunk r:id="htmlChunk"/><w:sectPr/></w:body></w:document>'))
+        package.writestr("word/_rels/document.xml.rels", relationships + (
+            '<Relationship Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/aFChunk" '
+            'Target="/word/afchunk.mht" Id="htmlChunk"/></Relationships>'))
+        package.writestr("word/afchunk.mht", archive)
+    assert read_document(path) == ("Inspection report", "# Inspection report\n\nRoof: two tiles loose \u2013 fix "
+                                                        "before winter.\n\n- Gutter clear")

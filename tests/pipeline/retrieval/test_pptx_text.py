@@ -162,3 +162,21 @@ def test_a_damaged_slide_is_an_error_naming_the_file(tmp_path):
                           if info.filename == "ppt/slides/slide1.xml" else data)
     with pytest.raises(DataError, match=r"damaged\.pptx: a damaged slide \(InvalidXmlError"):
         read_document(path)
+
+
+def test_a_deck_without_document_properties_is_titled_by_its_first_slide(tmp_path):
+    import zipfile
+
+    presentation = pptx.Presentation()
+    presentation.slides.add_slide(presentation.slide_layouts[5]).shapes.title.text = "Q3 review"
+    whole = io.BytesIO()
+    presentation.save(whole)
+    path = tmp_path / "deck.pptx"
+    with zipfile.ZipFile(io.BytesIO(whole.getvalue())) as source, zipfile.ZipFile(path, "w") as copy:
+        for info in source.infolist():  # no docProps/core.xml: python-pptx would title it "PowerPoint Presentation"
+            if info.filename != "docProps/core.xml":
+                data = source.read(info)
+                copy.writestr(info, data.replace(b'Target="docProps/core.xml"', b'Target="docProps/none.xml"')
+                              .replace(b"metadata/core-properties", b"metadata/none") if info.filename == "_rels/.rels"
+                              else data)
+    assert read_document(path)[0] == "Q3 review"
