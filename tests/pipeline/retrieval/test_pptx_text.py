@@ -147,36 +147,36 @@ def test_a_damaged_smartart_diagram_is_an_error_naming_the_file(tmp_path):
         read_document(path)
 
 
-def test_a_damaged_slide_is_an_error_naming_the_file(tmp_path):
+def one_slide_deck_saved(path, title: str, change) -> None:
+    """A deck of one titled slide saved to ``path``, each member of its package passed through ``change(name,
+    bytes)`` on the way (None leaves the member out)."""
     import zipfile
 
     presentation = pptx.Presentation()
-    presentation.slides.add_slide(presentation.slide_layouts[5]).shapes.title.text = "Q3"
+    presentation.slides.add_slide(presentation.slide_layouts[5]).shapes.title.text = title
     whole = io.BytesIO()
     presentation.save(whole)
-    path = tmp_path / "damaged.pptx"
     with zipfile.ZipFile(io.BytesIO(whole.getvalue())) as source, zipfile.ZipFile(path, "w") as copy:
-        for info in source.infolist():  # the slide's XML is well formed but lacks its shape tree (python-pptx
-            data = source.read(info)  # parses it only when the slide is read)
-            copy.writestr(info, data.replace(b"<p:cSld>", b"<p:cSldX>").replace(b"</p:cSld>", b"</p:cSldX>")
-                          if info.filename == "ppt/slides/slide1.xml" else data)
+        for info in source.infolist():
+            data = change(info.filename, source.read(info))
+            if data is not None:
+                copy.writestr(info, data)
+
+
+def test_a_damaged_slide_is_an_error_naming_the_file(tmp_path):
+    def without_shape_tree(name, data):  # well-formed XML, which python-pptx parses only when the slide is read
+        return data.replace(b"p:cSld>", b"p:cSldX>") if name == "ppt/slides/slide1.xml" else data
+
+    one_slide_deck_saved(tmp_path / "damaged.pptx", "Q3", without_shape_tree)
     with pytest.raises(DataError, match=r"damaged\.pptx: a damaged slide \(InvalidXmlError"):
-        read_document(path)
+        read_document(tmp_path / "damaged.pptx")
 
 
 def test_a_deck_without_document_properties_is_titled_by_its_first_slide(tmp_path):
-    import zipfile
+    def without_properties(name, data):  # python-pptx would title the deck "PowerPoint Presentation"
+        if name == "docProps/core.xml":
+            return None
+        return data.replace(b"metadata/core-properties", b"metadata/none") if name == "_rels/.rels" else data
 
-    presentation = pptx.Presentation()
-    presentation.slides.add_slide(presentation.slide_layouts[5]).shapes.title.text = "Q3 review"
-    whole = io.BytesIO()
-    presentation.save(whole)
-    path = tmp_path / "deck.pptx"
-    with zipfile.ZipFile(io.BytesIO(whole.getvalue())) as source, zipfile.ZipFile(path, "w") as copy:
-        for info in source.infolist():  # no docProps/core.xml: python-pptx would title it "PowerPoint Presentation"
-            if info.filename != "docProps/core.xml":
-                data = source.read(info)
-                copy.writestr(info, data.replace(b'Target="docProps/core.xml"', b'Target="docProps/none.xml"')
-                              .replace(b"metadata/core-properties", b"metadata/none") if info.filename == "_rels/.rels"
-                              else data)
-    assert read_document(path)[0] == "Q3 review"
+    one_slide_deck_saved(tmp_path / "deck.pptx", "Q3 review", without_properties)
+    assert read_document(tmp_path / "deck.pptx")[0] == "Q3 review"
