@@ -71,8 +71,9 @@ def docx_to_text(path: Path) -> tuple[str, str]:
 
 def _blocks(container: Any, parent: Any, labels: ListLabels, what: str) -> list[str]:
     """The paragraphs and table rows of the body, a text box or a content control (``container``, an lxml element;
-    ``parent``: the python-docx object its paragraphs hang from), each paragraph followed by its pictures' alt text,
-    its SmartArt diagrams' outlines and its text boxes' blocks (``what``: the file, for errors)."""
+    ``parent``: the python-docx object its paragraphs hang from), imported chunks read in their place, each paragraph
+    followed by its pictures' alt text, its charts, its SmartArt diagrams' outlines and its text boxes' blocks
+    (``what``: the file, for errors)."""
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
@@ -100,9 +101,9 @@ def _blocks(container: Any, parent: Any, labels: ListLabels, what: str) -> list[
 
 
 def _block_elements(container: Any) -> Iterator[Any]:
-    """The ``w:p`` and ``w:tbl`` elements of ``container`` in order, those inside block-level content controls
-    (``w:sdt``: a cover page, a form's sections) and custom XML too; a table of contents' control is left out (it
-    repeats the headings)."""
+    """The ``w:p``, ``w:tbl`` and ``w:altChunk`` elements of ``container`` in order, those inside block-level
+    content controls (``w:sdt``: a cover page, a form's sections) and custom XML too; a table of contents' control is
+    left out (it repeats the headings)."""
     for child in container:
         if child.tag in (f"{W}p", f"{W}tbl", f"{W}altChunk"):
             yield child
