@@ -7,7 +7,8 @@ Confidential - Page 2") into the page's first or last sentence. Four rules recov
 - a line that is much shorter than the page's full lines ends a paragraph when it ends a sentence, and is
   a heading of its own when it does not (and the next line starts a new sentence);
 - a line that starts with a bullet ("•", a symbol font's) or a list number ("3.", "b)") starts a list item, a
-  paragraph of its own (a bullet written "- ", as the other readers write one);
+  paragraph of its own (a bullet written "- ", as the other readers write one); a number does only where a list
+  can start (after a sentence's or a lead-in's end, or another item), not in a sentence wrapped before "(b) of";
 - a word hyphenated across lines ("circum-" / "stances") is joined;
 - a line that opens or closes most pages of a document (numbers aside) is a running header or footer and
   is left out; it takes three pages to tell.
@@ -73,14 +74,19 @@ def _page_paragraphs(lines: list[str]) -> list[str]:
     full = sorted(len(line) for line in lines)[int(0.8 * (len(lines) - 1))]  # a full line's length, roughly
     paragraphs: list[str] = []
     current = ""
+    in_list = False
     for i, line in enumerate(lines):
         following = lines[i + 1] if i + 1 < len(lines) else ""
-        item = BULLET.match(line) or NUMBERED.match(line)
+        bullet = BULLET.match(line)
+        # a number only starts an item where a list can start: "(b) of the contract" wrapped from "see subsection"
+        # runs on; after a sentence's or lead-in's end (". : ;"), after another item, or on a paragraph's first line
+        item = bullet or (NUMBERED.match(line) if not current or in_list or SENTENCE_END.search(current) else None)
         if item and current:  # a list item starts a paragraph of its own, however long the line before it
             paragraphs.append(current)
             current = ""
-        if item and BULLET.match(line):
-            line = "- " + line[item.end():]  # as the other readers write a bullet
+        in_list = bool(item) or (in_list and bool(current))  # an item's wrapped lines keep the list open
+        if bullet:
+            line = "- " + line[bullet.end():]  # as the other readers write a bullet
         heading = not item and _is_heading(line, following, full)
         if heading and current:
             paragraphs.append(current)

@@ -84,9 +84,11 @@ def test_list_items_start_paragraphs_of_their_own():
             "(b) Print the label.\n"
             "2.1. Drop it off.\n"
             "A. Smith signs the returns form, 2.5 million forms a year and\n"
-            "12 boxes a day.")
+            "12 boxes a day, as set out in section 4 and in subsection\n"
+            "(b) of the contract, which the store keeps on file for you.")
     assert pdf_paragraphs([page]).split("\n\n") == [
         "Refunds are accepted within thirty days of delivery of the order.", "- Bring the receipt.",
         "- Keep the box and every accessory that came with the item you return to the store.", "1. Pack the item.",
         "(b) Print the label.", "2.1. Drop it off.",
-        "A. Smith signs the returns form, 2.5 million forms a year and 12 boxes a day."]
+        "A. Smith signs the returns form, 2.5 million forms a year and 12 boxes a day, as set out in section 4 and in "
+        "subsection (b) of the contract, which the store keeps on file for you."]  # a number mid-sentence runs on
