@@ -86,8 +86,9 @@ def doc_to_text(path: Path) -> tuple[str, str]:
             raise DataError(f"{path}: the document's {table_name} stream is missing (a damaged file)")
         table = ole.openstream(table_name).read()
         pieces = _pieces(table, fib)
-        paragraphs = _paragraphs(word, table, fib, pieces, (0, fib.longs[CCP_TEXT]))
-        boxes = _paragraphs(word, table, fib, pieces, fib.text_box_story())
+        properties = _ParagraphProperties(word, table, *fib.pair(PLCF_BTE_PAPX))
+        paragraphs = _paragraphs(word, pieces, properties, (0, fib.longs[CCP_TEXT]))
+        boxes = _paragraphs(word, pieces, properties, fib.text_box_story())
         styles = _heading_levels(table, *fib.pair(STSHF))
         lists = _Lists(table, fib)
         title = summary_title(ole)
@@ -156,16 +157,15 @@ def _pieces(table: bytes, fib: _Fib) -> list[tuple[int, int, int, bool]]:
     return pieces
 
 
-def _paragraphs(word: bytes, table: bytes, fib: _Fib, pieces: list[tuple[int, int, int, bool]],
+def _paragraphs(word: bytes, pieces: list[tuple[int, int, int, bool]], properties: _ParagraphProperties,
                 story: tuple[int, int]) -> list[_Paragraph]:
     """The paragraphs of one story (``story``: its first character and the one past its last; the main document's
     is ``(0, ccpText)``) in order, each with the properties of its paragraph mark."""
-    properties = _ParagraphProperties(word, table, *fib.pair(PLCF_BTE_PAPX))
-    start, limit = story[0], min(story[1], len(word))  # every character takes a byte or two of the stream: no more
+    story_first, limit = story[0], min(story[1], len(word))  # a character takes a byte or two of the stream: no more
     paragraphs: list[_Paragraph] = []
     current: list[str] = []
     for piece_first, last, piece_offset, compressed in pieces:
-        first, last = max(piece_first, start), min(last, limit)
+        first, last = max(piece_first, story_first), min(last, limit)
         if first >= last:
             continue
         width = 1 if compressed else 2

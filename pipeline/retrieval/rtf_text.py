@@ -70,7 +70,7 @@ class _StyleSheet:
         self.depth = depth
 
     def feed(self, kind: str, value: Any, depth: int) -> None:
-        """A token met at group ``depth`` (before a ``}`` closes it) while the style sheet is open."""
+        """A token met at group ``depth`` (before a ``}`` closes it) while the style sheet is open (``depth`` set)."""
         if self.depth is None:
             return
         if kind == "}":
@@ -187,7 +187,8 @@ def rtf_text(data: bytes) -> tuple[str, str]:
             heading = True
 
     for kind, value in _tokens(data):
-        styles.feed(kind, value, len(stack) + (kind == "{"))
+        if styles.depth is not None:  # inside the style sheet: its entries are read apart
+            styles.feed(kind, value, len(stack) + (kind == "{"))
         if kind == "{":
             flush()
             stack.append(into)
@@ -219,7 +220,7 @@ def rtf_text(data: bytes) -> tuple[str, str]:
                 codepage = windows_codec(number, codepage)
             elif name in ("par", "sect", "page"):
                 write(" " if in_row else PARAGRAPH)  # a paragraph inside a table cell stays in the cell
-                heading = heading and in_row
+                heading = False
             elif name == "line":
                 write("\n")
             elif name == "outlinelevel" and number is not None and 0 <= number < 6 and into == "text":
