@@ -46,6 +46,7 @@ CHUNK_SUFFIXES = frozenset({".mht", ".mhtml", ".htm", ".html", ".xhtml", ".rtf",
 CHUNK_TYPES = {"message/rfc822": ".mht", "multipart/related": ".mht", "text/html": ".html",
                "application/xhtml+xml": ".xhtml", "application/rtf": ".rtf", "text/rtf": ".rtf", "text/plain": ".txt",
                "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": ".docx"}
+BLOCKS = (f"{W}p", f"{W}tbl", f"{W}altChunk")
 RUNS_NOT_SHOWN = frozenset({f"{W}del", f"{W}moveFrom", f"{W}rt"})  # deleted, moved away, a ruby's phonetic guide
 
 
@@ -91,27 +92,30 @@ def _blocks(container: Any, parent: Any, labels: ListLabels, what: str) -> list[
             paragraphs.append(_paragraph(text, labels.label(block), labels.styles.of(block)))
         paragraphs += [f"Image: {alt}" for alt in _pictures(block)]
         for graphic in element.iter(GRAPHIC_DATA):
-            if graphic.get("uri") == DIAGRAM_URI and _own(graphic, element):
+            uri = graphic.get("uri")
+            if uri not in (DIAGRAM_URI, CHART_URI) or not _own(graphic, element):
+                continue
+            if uri == DIAGRAM_URI:
                 paragraphs += diagram_lines(graphic, block.part, what, "- ")
-            elif graphic.get("uri") == CHART_URI and _own(graphic, element):
-                paragraphs += ["\n".join(chart)] if (chart := chart_part_lines(graphic, block.part, what)) else []
+            elif chart := chart_part_lines(graphic, block.part, what):
+                paragraphs.append("\n".join(chart))
         for box in _text_boxes(element):
             paragraphs += _blocks(box, block, labels, what)
     return paragraphs
 
 
-def _block_elements(container: Any) -> Iterator[Any]:
-    """The ``w:p``, ``w:tbl`` and ``w:altChunk`` elements of ``container`` in order, those inside block-level
-    content controls (``w:sdt``: a cover page, a form's sections) and custom XML too; a table of contents' control is
-    left out (it repeats the headings)."""
+def _block_elements(container: Any, tags: tuple[str, ...] = BLOCKS) -> Iterator[Any]:
+    """The elements of ``container`` named in ``tags`` (paragraphs, tables and imported chunks; or a table's rows), in
+    order, those inside content controls (``w:sdt``: a cover page, a form's sections, a repeating section's rows) and
+    custom XML too; a table of contents' control is left out (it repeats the headings)."""
     for child in container:
-        if child.tag in (f"{W}p", f"{W}tbl", f"{W}altChunk"):
+        if child.tag in tags:
             yield child
         elif child.tag == f"{W}sdt" and not _is_table_of_contents(child):
             for content in child.iterchildren(f"{W}sdtContent"):
-                yield from _block_elements(content)
+                yield from _block_elements(content, tags)
         elif child.tag == f"{W}customXml":
-            yield from _block_elements(child)
+            yield from _block_elements(child, tags)
 
 
 def _imported_chunk(chunk: Any, part: Any, what: str) -> list[str]:
@@ -190,7 +194,7 @@ def _table_rows(table: Any) -> list[str]:
 
     rows: list[str] = []
     header: list[str] | None = None
-    for tr in _row_elements(table._tbl):
+    for tr in _block_elements(table._tbl, (f"{W}tr",)):  # a repeating section's rows too
         row = _Row(tr, table)
         try:
             spans = row.cells
@@ -203,16 +207,6 @@ def _table_rows(table: Any) -> list[str]:
         if line:
             rows.append(line)
     return rows
-
-
-def _row_elements(table: Any) -> Iterator[Any]:
-    """A table's ``w:tr`` elements in order, those of a repeating section (a content control of rows) too."""
-    for child in table:
-        if child.tag == f"{W}tr":
-            yield child
-        elif child.tag in (f"{W}sdt", f"{W}customXml"):
-            for content in (child.iterchildren(f"{W}sdtContent") if child.tag == f"{W}sdt" else (child,)):
-                yield from _row_elements(content)
 
 
 def _cell_text(cell: Any) -> str:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipeline.retrieval.alt_text import authored
-from pipeline.retrieval.numerals import letters, roman
+from pipeline.retrieval.numerals import list_number
 from pipeline.retrieval.strips import FENCE, fence_for
 from pipeline.retrieval.table_text import row_line
 
@@ -86,8 +86,7 @@ class _List:
             return indent + "- "
         number = self.next if value is None else value
         self.next = number + self.step
-        text = letters(number) if self.kind in "aA" else roman(number) if self.kind in "iI" else str(number)
-        return f"{indent}{text.upper() if self.kind in 'AI' else text}. "
+        return f"{indent}{list_number(number, self.kind)}. "
 
 
 @dataclass
@@ -293,8 +292,8 @@ class _Extractor(html.parser.HTMLParser):
         content = "".join(part for part, inside in zip(self.parts, self.in_content, strict=True) if inside)
         read = content if re.search(r"\w", content) else "".join(self.parts)
         paragraphs = _table_rows(p.strip() for p in read.split(PARAGRAPH))
-        return PARAGRAPH.join(p.replace(INDENT, "  ") for p in paragraphs if p.strip("#"))  # an empty heading is no
-        # paragraph
+        # an empty heading is no paragraph
+        return PARAGRAPH.join(p.replace(INDENT, "  ") for p in paragraphs if p.strip("#"))
 
 
 def _integer(value: str | None) -> int | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["letters", "roman"]
+__all__ = ["letters", "list_number", "roman"]
 
 ROMAN = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"), (10, "x"),
          (9, "ix"), (5, "v"), (4, "iv"), (1, "i"))
@@ -31,3 +31,13 @@ def letters(value: int, *, repeated: bool = False) -> str:
         value, rest = divmod(value - 1, 26)
         found = chr(ord("a") + rest) + found
     return found
+
+
+def list_number(value: int, kind: str) -> str:
+    """``value`` as a list numbered in ``kind`` writes it: "1" decimal, "a" / "A" letters, "i" / "I" Roman numerals
+    (HTML's ``type`` and OpenDocument's ``num-format`` name them alike); decimal for any other kind."""
+    if kind in ("a", "A"):
+        return letters(value).upper() if kind == "A" else letters(value)
+    if kind in ("i", "I"):
+        return roman(value).upper() if kind == "I" else roman(value)
+    return str(value)

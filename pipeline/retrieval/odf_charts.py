@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 from models.errors import DataError
 from pipeline.retrieval.zipped_xml import ZIP_ERRORS, part_xml
 
-__all__ = ["CHART_POINTS", "EmbeddedObjects", "chart_lines"]
+__all__ = ["CHART_POINTS", "MAX_SERIES", "EmbeddedObjects", "chart_lines", "series_line"]
 
 OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
 DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
@@ -94,9 +94,15 @@ def _series_lines(table: ElementTree.Element | None) -> list[str]:
     lines = []
     for column, name in enumerate(header[1:MAX_SERIES + 1], start=1):
         points = [f"{_text(row[0])} {_value(row[column])}" for row in rows if len(row) > column and _value(row[column])]
-        if points:
-            lines.append(f"{name or 'Series'}: {', '.join(points[:CHART_POINTS])}")
+        if line := series_line(name, points):
+            lines.append(line)
     return lines
+
+
+def series_line(name: str, points: list[str]) -> str:
+    """A chart series as one line, "name: category value, ..." (its first :data:`CHART_POINTS` points; "Series" for
+    a series without a name), as every chart reader writes one; '' without points."""
+    return f"{' '.join(name.split()) or 'Series'}: {', '.join(points[:CHART_POINTS])}" if points else ""
 
 
 def _value(cell: ElementTree.Element) -> str:

@@ -23,7 +23,7 @@ from xml.etree import ElementTree
 
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
-from pipeline.retrieval.numerals import letters, roman
+from pipeline.retrieval.numerals import list_number
 from pipeline.retrieval.odf_charts import EmbeddedObjects, chart_lines
 from pipeline.retrieval.table_text import row_line
 from pipeline.retrieval.zipped_xml import opened_zip, part_xml, xml_file
@@ -172,7 +172,7 @@ class TextReader:
         num_format, prefix, suffix = self.list_styles.get(style, {}).get(depth, ("", "", ""))
         if not num_format:
             return "- "
-        return f"{prefix}{_numeral(number, num_format)}{suffix} "
+        return f"{prefix}{list_number(number, num_format)}{suffix} "
 
     def _paragraph(self, element: ElementTree.Element, lead: str) -> None:
         text = " ".join(_words(element).split()) if lead.startswith("#") else _words(element).strip()
@@ -237,15 +237,6 @@ def frame_alt_text(frame: ElementTree.Element) -> str | None:
     """A picture frame's alt text (its title and description), None when it has none or a program wrote it."""
     return authored(" ".join(part for part in (frame.findtext(f"{{{SVG}}}title"), frame.findtext(f"{{{SVG}}}desc"))
                              if part))
-
-
-def _numeral(number: int, num_format: str) -> str:
-    """``number`` as a list style writes it: 1, a, A, i or I."""
-    if num_format in ("a", "A"):
-        return letters(number).upper() if num_format == "A" else letters(number)
-    if num_format in ("i", "I"):
-        return roman(number).upper() if num_format == "I" else roman(number)
-    return str(number)
 
 
 def list_styles(*roots: ElementTree.Element | None) -> dict[str, dict[int, tuple[str, str, str]]]:

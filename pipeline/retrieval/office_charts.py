@@ -14,16 +14,14 @@ import math
 from typing import Any
 from xml.etree import ElementTree
 
-from pipeline.retrieval.office_parts import related_xml
+from pipeline.retrieval.odf_charts import CHART_POINTS, MAX_SERIES, series_line
+from pipeline.retrieval.office_parts import drawing_text, related_xml
 
-__all__ = ["CHART_POINTS", "CHART_URI", "chart_part_lines"]
+__all__ = ["CHART_URI", "chart_part_lines"]
 
 CHART_URI = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 C = f"{{{CHART_URI}}}"
-A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
-CHART_POINTS = 50  # values read per series
-MAX_SERIES = 50
 
 
 def chart_part_lines(graphic_data: Any, part: Any, what: str) -> list[str]:
@@ -35,7 +33,7 @@ def chart_part_lines(graphic_data: Any, part: Any, what: str) -> list[str]:
     chart = space.find(f"{C}chart") if space is not None else None
     if chart is None:
         return []
-    title = _rich_text(chart.find(f"{C}title"))
+    title = _title(chart.find(f"{C}title"))
     lines = [f"Chart: {title}"] if title else []
     plot = chart.find(f"{C}plotArea")
     for series in (plot.iter(f"{C}ser") if plot is not None else ()):
@@ -60,10 +58,7 @@ def _series_line(series: ElementTree.Element) -> str:
         points.append(f"{category} {number:g}")
         if len(points) == CHART_POINTS:
             break
-    if not points:
-        return ""
-    label = " ".join(name.get(0, "").split()) or "Series"
-    return f"{label}: {', '.join(points)}"
+    return series_line(name.get(0, ""), points)
 
 
 def _first(series: ElementTree.Element, *tags: str) -> ElementTree.Element | None:
@@ -98,10 +93,9 @@ def _number(text: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _rich_text(title: ElementTree.Element | None) -> str:
-    """A chart title's text, its paragraphs joined by spaces ('' without a title or with one Office makes up)."""
+def _title(title: ElementTree.Element | None) -> str:
+    """A chart title's text, its paragraphs joined by spaces, or the cell it is taken from ('' without a title or
+    with one Office makes up)."""
     if title is None:
         return ""
-    paragraphs = ("".join(run.text or "" for run in paragraph.iter(f"{A}t")) for paragraph in title.iter(f"{A}p"))
-    text = " ".join(" ".join(paragraphs).split())
-    return text or _cached_points(title.find(f"{C}tx")).get(0, "")  # a title taken from a cell
+    return drawing_text(title) or _cached_points(title.find(f"{C}tx")).get(0, "")  # a title taken from a cell

@@ -1,5 +1,6 @@
-"""The parts a Word or PowerPoint frame points to (a chart, a SmartArt diagram's data), and the document's stored
-Title property, looked up alike whether python-docx or python-pptx opened the file."""
+"""The parts a Word or PowerPoint frame points to (a chart, a SmartArt diagram's data), the document's stored Title
+property, looked up alike whether python-docx or python-pptx opened the file, and the text of DrawingML paragraphs
+in them."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from xml.etree import ElementTree
 from models.errors import DataError
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
 
-__all__ = ["related_xml", "stored_title"]
+__all__ = ["drawing_text", "related_xml", "stored_title"]
 
 CORE_PROPERTIES = "http://schemas.openxmlformats.org/package/2006/relationships/metadata/core-properties"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 
 
 def related_xml(part: Any, rid: str | None, what: str, kind: str) -> ElementTree.Element | None:
@@ -42,3 +44,12 @@ def stored_title(document: Any) -> str:
     except KeyError:
         return ""
     return " ".join(str(document.core_properties.title or "").split())
+
+
+def drawing_text(element: ElementTree.Element | None) -> str:
+    """The text of the DrawingML paragraphs (``a:p``) under ``element`` (a chart's title, a diagram node's text) on
+    one line, the paragraphs joined by spaces; '' for None."""
+    if element is None:
+        return ""
+    paragraphs = ("".join(run.text or "" for run in paragraph.iter(f"{A}t")) for paragraph in element.iter(f"{A}p"))
+    return " ".join(" ".join(paragraphs).split())

@@ -13,13 +13,12 @@ from __future__ import annotations
 from typing import Any
 from xml.etree import ElementTree
 
-from pipeline.retrieval.office_parts import related_xml
+from pipeline.retrieval.office_parts import drawing_text, related_xml
 
 __all__ = ["DIAGRAM_URI", "diagram_lines"]
 
 DIAGRAM_URI = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
 DGM = f"{{{DIAGRAM_URI}}}"
-A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 R_DM = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
 NODE_TYPES = ("node", "asst")  # a point of the diagram's content (an assistant in an org chart too)
 PARENT_OF = "parOf"  # a connection's default type: source is the parent of destination
@@ -38,7 +37,8 @@ def diagram_lines(frame: Any, part: Any, what: str, bullet: str) -> list[str]:
 def _outline(model: ElementTree.Element) -> list[tuple[int, str]]:
     """(depth, text) of each node with text, in the diagram's order."""
     points = model.findall(f"{DGM}ptLst/{DGM}pt")[:MAX_NODES]
-    texts = {point.get("modelId", ""): _text(point) for point in points if point.get("type", "node") in NODE_TYPES}
+    texts = {point.get("modelId", ""): drawing_text(point.find(f"{DGM}t")) for point in points
+             if point.get("type", "node") in NODE_TYPES}
     children: dict[str, list[tuple[int, str]]] = {}
     has_parent: set[str] = set()
     for connection in model.findall(f"{DGM}cxnLst/{DGM}cxn")[:MAX_NODES]:
@@ -63,15 +63,6 @@ def _outline(model: ElementTree.Element) -> list[tuple[int, str]]:
         below = depth + 1 if text else depth
         stack += [(below, child) for _, child in sorted(children.get(node, []), reverse=True)]
     return lines
-
-
-def _text(point: ElementTree.Element) -> str:
-    """A point's text on one line (its paragraphs joined by spaces)."""
-    body = point.find(f"{DGM}t")
-    if body is None:
-        return ""
-    paragraphs = ("".join(run.text or "" for run in paragraph.iter(f"{A}t")) for paragraph in body.iter(f"{A}p"))
-    return " ".join(" ".join(paragraphs).split())
 
 
 def _order(value: str | None) -> int:
