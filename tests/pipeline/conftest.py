@@ -176,6 +176,36 @@ def smartart_graphic_data(data_rid: str) -> str:
             f'r:dm="{data_rid}" r:lo="rIdLayout" r:qs="rIdStyle" r:cs="rIdColors"/></a:graphicData>')
 
 
+def docx_inline_run(graphic_data: str, number: int) -> str:
+    """A Word run holding an inline drawing of ``graphic_data`` (an ``a:graphicData``: a chart, a diagram), as Word
+    writes one."""
+    return ('<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+            'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
+            'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><w:drawing><wp:inline>'
+            f'<wp:docPr id="{number}" name="Drawing {number}"/><a:graphic>{graphic_data}</a:graphic></wp:inline>'
+            "</w:drawing></w:r>")
+
+
+def add_docx_chart(document, paragraph, space: bytes | None, number: int = 1) -> None:
+    """A chart whose part holds ``space`` (None: its relationship names no part) anchored in ``paragraph`` of the
+    python-docx ``document``."""
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    rid = "rId404"
+    if space is not None:
+        part = Part(PackURI(f"/word/charts/chart{number}.xml"),
+                    "application/vnd.openxmlformats-officedocument.drawingml.chart+xml", space, document.part.package)
+        rid = document.part.relate_to(part, "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart")
+    paragraph._p.append(parse_xml(docx_inline_run(
+        '<a:graphicData xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+        'uri="http://schemas.openxmlformats.org/drawingml/2006/chart"><c:chart '
+        'xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart" '
+        f'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{rid}"/>'
+        "</a:graphicData>", number)))
+
+
 def add_pptx_smartart(slide, data: bytes, *, top: int) -> None:
     """A SmartArt frame at ``top`` on ``slide`` whose data part holds ``data``, as PowerPoint saves one."""
     from pptx.opc.package import Part

@@ -14,6 +14,8 @@ from tests.pipeline.conftest import (
     DIAGRAM_DATA_REL,
     DIAGRAM_DATA_TYPE,
     ONE_PIXEL_PNG,
+    add_docx_chart,
+    docx_inline_run,
     smartart_data,
     smartart_graphic_data,
 )
@@ -276,12 +278,7 @@ def test_a_smartart_diagram_reads_as_an_outline_after_its_paragraph(tmp_path):
     part = Part(PackURI("/word/diagrams/data1.xml"), DIAGRAM_DATA_TYPE,
                 smartart_data([("Request", ["Online form"]), ("Refund", ["within 30 days"])]), document.part.package)
     rid = document.part.relate_to(part, DIAGRAM_DATA_REL)
-    anchor._p.append(parse_xml(
-        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
-        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
-        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><w:drawing><wp:inline>'
-        '<wp:extent cx="5486400" cy="3200400"/><wp:docPr id="3" name="Diagram 3"/>'
-        f"<a:graphic>{smartart_graphic_data(rid)}</a:graphic></wp:inline></w:drawing></w:r>"))
+    anchor._p.append(parse_xml(docx_inline_run(smartart_graphic_data(rid), 3)))
     document.add_paragraph("Gift cards are not refunded.")
     path = tmp_path / "refunds.docx"
     document.save(str(path))
@@ -292,41 +289,27 @@ def test_a_smartart_diagram_reads_as_an_outline_after_its_paragraph(tmp_path):
 
 def test_a_chart_reads_as_its_title_and_series_after_its_paragraph(tmp_path):
     pytest.importorskip("pptx")  # only to write the chart's XML, as Office does
-    from docx.opc.packuri import PackURI
-    from docx.opc.part import Part
-    from docx.oxml import parse_xml
     from pptx.chart.data import CategoryChartData, XyChartData
     from pptx.chart.xmlwriter import ChartXmlWriter
     from pptx.enum.chart import XL_CHART_TYPE
 
-    def chart_run(kind, data, number: int, title: str = "") -> str:
+    def chart_xml(kind, data, title: str = "") -> bytes:
         space = ChartXmlWriter(kind, data).xml
         if title:
             space = space.replace("<c:chart>", f"<c:chart><c:title><c:tx><c:rich><a:bodyPr/><a:p><a:r><a:t>{title}"
                                                "</a:t></a:r></a:p></c:rich></c:tx></c:title>", 1)
-        part = Part(PackURI(f"/word/charts/chart{number}.xml"),
-                    "application/vnd.openxmlformats-officedocument.drawingml.chart+xml", space.encode("utf-8"),
-                    document.part.package)
-        rid = document.part.relate_to(part, "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart")
-        return ('<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
-                'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
-                'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><w:drawing><wp:inline>'
-                f'<wp:docPr id="{number}" name="Chart {number}"/><a:graphic><a:graphicData '
-                'uri="http://schemas.openxmlformats.org/drawingml/2006/chart"><c:chart '
-                'xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart" '
-                'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
-                f'r:id="{rid}"/></a:graphicData></a:graphic></wp:inline></w:drawing></w:r>')
+        return space.encode()
 
     document = docx.Document()
     columns = CategoryChartData()
     columns.categories = ["Q2", "Q3"]
     columns.add_series("Revenue", (3.7, 4.1))
     columns.add_series("Costs", (2.0, None))  # a point without a value is left out
-    document.add_paragraph("Revenue grew.")._p.append(parse_xml(chart_run(XL_CHART_TYPE.COLUMN_CLUSTERED, columns, 1,
-                                                                          "Revenue by quarter")))
+    add_docx_chart(document, document.add_paragraph("Revenue grew."),
+                   chart_xml(XL_CHART_TYPE.COLUMN_CLUSTERED, columns, "Revenue by quarter"), 1)
     scatter = XyChartData()
     scatter.add_series("Price").add_data_point(1.5, 10)
-    document.add_paragraph("Demand:")._p.append(parse_xml(chart_run(XL_CHART_TYPE.XY_SCATTER, scatter, 2)))
+    add_docx_chart(document, document.add_paragraph("Demand:"), chart_xml(XL_CHART_TYPE.XY_SCATTER, scatter), 2)
     path = tmp_path / "report.docx"
     document.save(str(path))
     assert read_document(path)[1].split("\n\n") == [

@@ -3,12 +3,10 @@ a chart part that is missing reads as nothing, a damaged one is an error naming 
 
 import docx
 import pytest
-from docx.opc.packuri import PackURI
-from docx.opc.part import Part
-from docx.oxml import parse_xml
 
 from models.errors import DataError
 from pipeline.retrieval.documents import read_document
+from tests.pipeline.conftest import add_docx_chart
 
 NS = ('xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart" '
       'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"')
@@ -17,20 +15,7 @@ NS = ('xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart" '
 def chart_document(tmp_path, space: bytes | None, name: str = "report.docx"):
     """A Word file of one paragraph holding a chart whose part is ``space`` (None: a relationship to nothing)."""
     document = docx.Document()
-    rid = "rId404"
-    if space is not None:
-        part = Part(PackURI("/word/charts/chart1.xml"),
-                    "application/vnd.openxmlformats-officedocument.drawingml.chart+xml", space, document.part.package)
-        rid = document.part.relate_to(part, "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart")
-    document.add_paragraph("Figures:")._p.append(parse_xml(
-        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
-        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
-        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><w:drawing><wp:inline>'
-        '<wp:docPr id="1" name="Chart 1"/><a:graphic><a:graphicData '
-        'uri="http://schemas.openxmlformats.org/drawingml/2006/chart"><c:chart '
-        'xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart" '
-        'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
-        f'r:id="{rid}"/></a:graphicData></a:graphic></wp:inline></w:drawing></w:r>'))
+    add_docx_chart(document, document.add_paragraph("Figures:"), space)
     path = tmp_path / name
     document.save(str(path))
     return path
