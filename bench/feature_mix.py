@@ -3,7 +3,8 @@
 A candidate feature's standardised score is added to the default's fused logit (standardised) with a weight
 chosen as `crag fuse` chooses its cosine share: the weight whose smallest per-domain gain over the default is
 largest on the fusion data, and the same choice made again with each domain left out, judged on that domain.
-Held-out AUROC is only reported. Used by ``bench_second_cosine.py`` and ``bench_maxsim.py``.
+Held-out AUROC is only reported. Used by ``bench_second_cosine.py``,
+``bench_maxsim.py`` and ``bench_learned_metric.py``; ``bench_band_bounds.py`` scores its sets with it.
 """
 
 from __future__ import annotations
