@@ -32,9 +32,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def result_steps(out: Path) -> int:
-    """Steps the run took, from its manifest."""
-    return int(json.loads((out / "manifest.json").read_text(encoding="utf-8"))["training"].get("steps", -1))
+def result_steps(out: Path) -> tuple[int, float]:
+    """Steps and seconds the run took, from its manifest."""
+    training = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["training"]
+    return int(training.get("steps", -1)), float(training.get("seconds", -1))
 
 
 def main() -> None:
@@ -45,8 +46,9 @@ def main() -> None:
     parser.add_argument("--test-queries", type=int, default=80)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--variants", nargs="+", default=["base:4e-5:1:0", "base:4e-5:3:10", "default:2e-5:3:10"],
-                        metavar="START:LR:EPOCHS:EVAL_EVERY",
-                        help="start from the untrained base or the default's cross-encoder; eval_every 0 = each epoch")
+                        metavar="START:LR:EPOCHS:EVAL_EVERY[:FREEZE]",
+                        help="start from the untrained base or the default's cross-encoder; eval_every 0 = each "
+                             "epoch; FREEZE: embeddings and that many lower layers left untrained (default 0)")
     parser.add_argument("--alpha", type=float, nargs="+", default=[1.0],
                         help="WiSE-FT weights of the fine-tuned model against where it started")
     parser.add_argument("--json", type=Path)
@@ -114,14 +116,15 @@ def main() -> None:
                    "default_ce_alone": float(auroc(labels, ce0))}
             print(json.dumps(row), flush=True)
             for spec in args.variants:
-                name, lr_text, epochs_text, every_text = spec.split(":")
+                name, lr_text, epochs_text, every_text, *freeze_text = spec.split(":")
                 init = str(start_dir) if name == "default" else None
                 lr, epochs, every = float(lr_text), float(epochs_text), int(every_text)
+                freeze = int(freeze_text[0]) if freeze_text else 0
                 out = args.work / f"{data.parent.name}-s{seed}-q{args.train_queries}-{spec.replace(':', '-')}"
                 if not (out / "manifest.json").exists():
                     t0 = time.perf_counter()
                     cfg = TrainConfig(init=init, learning_rate=lr, epochs=epochs, eval_every=every, patience=3,
-                                      progress=False, name=out.name, threads=2)
+                                      progress=False, name=out.name, threads=2, freeze_layers=freeze)
                     result = train_grader(train, val, out, cfg)
                     print(f"trained {out.name}: {result.steps} steps, {time.perf_counter() - t0:.0f} s, "
                           f"val {result.best_val_auroc:.4f}", flush=True)
@@ -135,7 +138,8 @@ def main() -> None:
                     ce = pair_logits(model, encoder, test_pairs, "cpu")
                     tr_ce = pair_logits(model, encoder, train_pairs, "cpu")
                     w_refit = refit_head(tr_ce, tr_cos, tr_labels)
-                    entry = {"variant": spec, "steps": result_steps(out), "alpha": alpha,
+                    steps, seconds = result_steps(out)
+                    entry = {"variant": spec, "steps": steps, "train_seconds": seconds, "alpha": alpha,
                              "ce_alone": float(auroc(labels, ce)),
                              "fused_shipped_head": fused_auroc(ce, cos, labels, w_shipped),
                              "fused_refit_head": fused_auroc(ce, cos, labels, w_refit), "refit_w": w_refit}

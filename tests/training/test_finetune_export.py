@@ -157,7 +157,8 @@ def test_evaluate_report_and_plots(tiny_onnx_bundle, squad_pairs_file, tmp_path)
 @pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"calibration": "magic"}, {"target_error": None},
                                     {"target_escalation": 0.2}, {"partial_target": 2}, {"layers": -1},
                                     {"distill_weight": 1.5}, {"teacher_score": "cosine"},
-                                    {"init": "runs/x", "layers": 2}])
+                                    {"init": "runs/x", "layers": 2}, {"freeze_layers": -1},
+                                    {"freeze_layers": 1.5}, {"layers": 2, "freeze_layers": 3}])
 def test_train_config_validation(kwargs):
     with pytest.raises(ConfigError, match="TrainConfig"):
         TrainConfig(**kwargs)
@@ -325,3 +326,39 @@ def test_training_on_one_kind_of_label_says_what_is_missing(squad_pairs_file, tm
             train_grader(PairSet(same[:16]), PairSet(same[40:70]), tmp_path / "out",
                          TrainConfig(max_steps=1, progress=False))
         assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_frozen_lower_layers_keep_their_starting_weights_and_the_rest_trains(squad_pairs_file, tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from grader.torch_model import WEIGHTS_FILE, build_cross_encoder
+    from pipeline.cli.main import main
+    from training.base_models import resolve_base
+
+    out = tmp_path / "frozen"
+    assert main(["train", "--data", str(squad_pairs_file), "--out", str(out), "--freeze-layers", "2",
+                 "--max-length", "48", "--batch-size", "8", "--max-steps", "3", "--eval-every", "3",
+                 "--target-escalation", "0.3", "--compare-with", "none", "--no-progress"]) == 0
+    capsys.readouterr()
+    trained = load_file(str(out / WEIGHTS_FILE))
+    start = build_cross_encoder(resolve_base("default-base")).state_dict()
+    frozen = [k for k in start if "embeddings" in k or ".layer.0." in k or ".layer.1." in k]
+    moved = [k for k in start if ".layer.5." in k and k.endswith("weight")]
+    assert frozen and moved
+    assert all(np.array_equal(trained[k].numpy(), start[k].numpy()) for k in frozen)
+    assert all(not np.array_equal(trained[k].numpy(), start[k].numpy()) for k in moved)
+    assert read_bundle(out).manifest.training["config"]["freeze_layers"] == 2
+
+
+def test_freezing_more_layers_than_the_model_has_is_refused_by_name():
+    from grader.torch_model import build_cross_encoder
+    from training.base_models import resolve_base
+    from training.finetune import freeze_lower_layers
+
+    model = build_cross_encoder(resolve_base("default-base"), layers=2)
+    with pytest.raises(ConfigError, match="freeze_layers=3, but the model has 2 layers"):
+        freeze_lower_layers(model, 3)
+    assert freeze_lower_layers(model, 0) == 0 and all(p.requires_grad for p in model.parameters())
+    frozen = freeze_lower_layers(model, 2)  # every layer: only the head trains
+    assert frozen == sum(p.numel() for p in model.encoder.parameters())
+    assert all(p.requires_grad for p in model.head_parameters())

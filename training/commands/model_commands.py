@@ -35,7 +35,7 @@ def _train(args: argparse.Namespace) -> int:
     config = TrainConfig(
         base=args.base, init=args.init, max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.lr or (INIT_LR if args.init else BASE_LR), seed=args.seed, max_minutes=args.max_minutes,
-        patience=args.patience, eval_every=args.eval_every,
+        patience=args.patience, eval_every=args.eval_every, freeze_layers=args.freeze_layers,
         max_steps=args.max_steps, threads=args.threads, device=args.device, calibration=args.calibration,
         target_error=target_error, target_escalation=target_escalation, delta=args.delta,
         partial_target=args.partial_target, progress=not args.no_progress, name=Path(args.out).name,
@@ -82,6 +82,9 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop training after this many minutes (the best checkpoint so far is kept)")
+    p.add_argument("--freeze-layers", type=int, default=0, metavar="N",
+                   help="leave the embeddings and the first N encoder layers untrained: each step is cheaper (1.8x "
+                        "faster on 2 CPU cores with 3 of 6 frozen) and they keep what the base model knows")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--partial-target", type=float, default=0.75)
