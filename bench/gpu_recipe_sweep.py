@@ -10,7 +10,9 @@ weight-space ensembling and fusion with the frozen cosine, as the shipped bundle
 - ``balanced``: the same with Wikipedia paragraphs (half of the mix) capped, so no one domain dominates;
 - ``distill_cos``: targets 0.5 x label + 0.5 x the frozen bi-encoder's calibrated cosine (a logistic fit on
   the training labels), distillation towards the base model on every pair;
-- ``gentle``: lr 1.5e-5 with layer decay 0.65 (the lower layers barely move).
+- ``gentle``: lr 1.5e-5 with layer decay 0.65 (the lower layers barely move);
+- ``frozen3``: the embeddings and the first 3 of 6 layers not trained at all (``TrainConfig.freeze_layers``;
+  not in the default list, not yet run: ``--variants frozen3 converged`` compares it with the recipe).
 
 For each variant and each WiSE-FT weight ``alpha`` (``(1 - alpha) * base + alpha * fine-tuned``) it scores the
 fusion data and the held-out queries (first window, fp32), chooses the cosine share as ``crag fuse`` does
@@ -194,6 +196,7 @@ def main() -> None:
         "distill_cos": (replace(base_config, distill_weight=0.5), train, soft_cos),
         "balanced": (base_config, cap_domain(train, "wikipedia_paragraphs", 6000, recipe.seed), None),
         "gentle": (replace(base_config, learning_rate=1.5e-5, layer_decay=0.65), train, None),
+        "frozen3": (replace(base_config, freeze_layers=3), train, None),
     }
     encoder = PairEncoder(args.base / "tokenizer.json", recipe.max_length)
     base_model = build_cross_encoder(args.base).to(args.device)
