@@ -83,8 +83,9 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop training after this many minutes (the best checkpoint so far is kept)")
     p.add_argument("--freeze-layers", type=int, default=0, metavar="N",
-                   help="leave the embeddings and the first N encoder layers untrained: each step is cheaper (1.8x "
-                        "faster on 2 CPU cores with 3 of 6 frozen) and they keep what the base model knows")
+                   help="leave the embeddings and the first N encoder layers untrained: training is cheaper (3 of "
+                        "6 frozen: 1.3x faster on 2 CPU cores, same AUROC on a new domain) and they keep what the "
+                        "base model knows")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--partial-target", type=float, default=0.75)
