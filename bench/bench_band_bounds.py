@@ -18,7 +18,6 @@ For each domain of the fusion data and of the held-out queries this reports:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.feature_mix import scored_sets
-from bench.output import emit
+from bench.output import emit, work_parser
 
 TARGETS = (0.05, 0.10)
 
@@ -84,9 +83,7 @@ def band_stats(s: dict[str, Any], probabilities: np.ndarray, lower: float, upper
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path("runs/v3"))
-    ap.add_argument("--json", type=Path)
+    ap = work_parser(__doc__)
     args = ap.parse_args()
     from grader import load_grader
 

@@ -19,7 +19,6 @@ domain, and again with each domain left out; held-out AUROC reported):
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.feature_mix import judge, scored_sets
-from bench.output import emit
+from bench.output import emit, work_parser
 from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
 from training.data import load_pairs, model_decided
 from training.metrics import auroc, binary_labels
@@ -54,11 +53,9 @@ def fit(x: np.ndarray, y: np.ndarray, c: float):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path("runs/v3"))
+    ap = work_parser(__doc__)
     ap.add_argument("--per-domain", type=int, default=4000, help="training pairs per domain, at most")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     embedder = OnnxMiniLMEmbedder(EMBEDDER_DIR, threads=2)
     rng = np.random.default_rng(args.seed)

@@ -12,7 +12,6 @@ single share chosen the same way. A pair's score still depends on that pair alon
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.output import emit
+from bench.output import emit, work_parser
 
 SHARES = tuple(round(0.1 * i, 1) for i in range(11))
 
@@ -89,9 +88,7 @@ def gate(sets: dict[str, dict[str, np.ndarray]], by: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path("runs/v3"))
-    ap.add_argument("--json", type=Path)
+    ap = work_parser(__doc__)
     args = ap.parse_args()
     sets = scored(args.work)
     emit({by: gate(sets, by) for by in ("text_words", "query_words")}, args.json)

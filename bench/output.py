@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -14,3 +15,11 @@ def emit(results: Any, json_path: Path | None) -> None:
     if json_path:
         json_path.write_text(text + "\n", encoding="utf-8")
     sys.stdout.write(text + "\n")
+
+
+def work_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of a bench on the recipe's splits: ``--work`` (their folder) and ``--json``; callers add more."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=Path("runs/v3"), help="the recipe's splits (crag recipe)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    return parser
