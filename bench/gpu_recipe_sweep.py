@@ -12,7 +12,7 @@ weight-space ensembling and fusion with the frozen cosine, as the shipped bundle
   the training labels), distillation towards the base model on every pair;
 - ``gentle``: lr 1.5e-5 with layer decay 0.65 (the lower layers barely move);
 - ``frozen3``: the embeddings and the first 3 of 6 layers not trained at all (``TrainConfig.freeze_layers``;
-  not in the default list, not yet run: ``--variants frozen3 converged`` compares it with the recipe).
+  not in the default list: run on the CPU, ``bench/results_cpu_recipe_frozen3.json``).
 
 For each variant and each WiSE-FT weight ``alpha`` (``(1 - alpha) * base + alpha * fine-tuned``) it scores the
 fusion data and the held-out queries (first window, fp32), chooses the cosine share as ``crag fuse`` does
