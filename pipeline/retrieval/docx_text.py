@@ -29,7 +29,7 @@ from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.docx_numbering import ListLabels
 from pipeline.retrieval.office_charts import CHART_URI, chart_part_lines
-from pipeline.retrieval.office_parts import stored_title
+from pipeline.retrieval.office_parts import GRAPHIC_DATA, R_ID, stored_title
 from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.smartart import DIAGRAM_URI, diagram_lines
 from pipeline.retrieval.table_text import row_line
@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 HEADING_STYLE = re.compile(r"heading\s*([1-6])$", re.IGNORECASE)
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 NOT_OWN = frozenset({"{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback", f"{W}txbxContent"})
-GRAPHIC_DATA = "{http://schemas.openxmlformats.org/drawingml/2006/main}graphicData"
-R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 CHUNK_SUFFIXES = frozenset({".mht", ".mhtml", ".htm", ".html", ".xhtml", ".rtf", ".txt", ".docx"})
 CHUNK_TYPES = {"message/rfc822": ".mht", "multipart/related": ".mht", "text/html": ".html",
                "application/xhtml+xml": ".xhtml", "application/rtf": ".rtf", "text/rtf": ".rtf", "text/plain": ".txt",

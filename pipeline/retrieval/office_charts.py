@@ -15,13 +15,12 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pipeline.retrieval.odf_charts import CHART_POINTS, MAX_SERIES, series_line
-from pipeline.retrieval.office_parts import drawing_text, related_xml
+from pipeline.retrieval.office_parts import R_ID, drawing_text, related_xml
 
 __all__ = ["CHART_URI", "chart_part_lines"]
 
 CHART_URI = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 C = f"{{{CHART_URI}}}"
-R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 
 
 def chart_part_lines(graphic_data: Any, part: Any, what: str) -> list[str]:

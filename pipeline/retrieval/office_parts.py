@@ -10,10 +10,12 @@ from xml.etree import ElementTree
 from models.errors import DataError
 from pipeline.retrieval.zipped_xml import MAX_PART_BYTES, xml_root
 
-__all__ = ["drawing_text", "related_xml", "stored_title"]
+__all__ = ["GRAPHIC_DATA", "R_ID", "drawing_text", "related_xml", "stored_title"]
 
 CORE_PROPERTIES = "http://schemas.openxmlformats.org/package/2006/relationships/metadata/core-properties"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+GRAPHIC_DATA = f"{A}graphicData"  # what a frame holds: a picture, a chart, a diagram
+R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"  # a relationship named in XML
 
 
 def related_xml(part: Any, rid: str | None, what: str, kind: str) -> ElementTree.Element | None:

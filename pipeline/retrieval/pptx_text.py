@@ -20,7 +20,7 @@ from models.deps import require
 from models.errors import DataError
 from pipeline.retrieval.alt_text import authored
 from pipeline.retrieval.office_charts import chart_part_lines
-from pipeline.retrieval.office_parts import stored_title
+from pipeline.retrieval.office_parts import GRAPHIC_DATA, stored_title
 from pipeline.retrieval.office_variants import plain_package
 from pipeline.retrieval.smartart import diagram_lines
 from pipeline.retrieval.table_text import row_line
@@ -29,7 +29,6 @@ __all__ = ["pptx_to_text"]
 
 FURNITURE = ("FOOTER", "SLIDE_NUMBER", "DATE")
 LISTED = ("BODY", "OBJECT")  # placeholders whose paragraphs PowerPoint shows as an outline
-GRAPHIC_DATA = "{http://schemas.openxmlformats.org/drawingml/2006/main}graphicData"
 PICTURE = 13  # MSO_SHAPE_TYPE.PICTURE
 
 
