@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.feature_mix import scored_sets
 from bench.output import emit, work_parser
 
 SHARES = tuple(round(0.1 * i, 1) for i in range(11))
@@ -28,21 +29,14 @@ SHARES = tuple(round(0.1 * i, 1) for i in range(11))
 
 def scored(work: Path) -> dict[str, dict[str, np.ndarray]]:
     """Per split: labels, domains, the default's cross-encoder logit and cosine, words of text and query."""
-    from grader import load_grader
-    from training.data import load_pairs, model_decided
-    from training.metrics import binary_labels
 
-    grader = load_grader("default", threads=2)
-    sets = {}
-    for name in ("fuse", "heldout"):
-        data, _ = model_decided(load_pairs(work / f"{name}.jsonl"))
-        pairs = [(p.query, p.text) for p in data.pairs]
-        ce, cos = grader.score_pairs(pairs).fusion_inputs
-        sets[name] = {"y": binary_labels(data.pairs), "ce": np.asarray(ce, dtype=np.float64),
-                      "cos": np.asarray(cos, dtype=np.float64),
-                      "groups": np.array([p.metadata.get("domain", "") for p in data.pairs]),
-                      "text_words": np.array([len(t.split()) for _, t in pairs]),
-                      "query_words": np.array([len(q.split()) for q, _ in pairs])}
+    def words(pairs: list[tuple[str, str]]) -> dict[str, np.ndarray]:
+        return {"text_words": np.array([len(t.split()) for _, t in pairs]),
+                "query_words": np.array([len(q.split()) for q, _ in pairs])}
+
+    sets = {name: {"y": s["y"], "groups": s["groups"], "ce": np.asarray(s["cross_encoder"], dtype=np.float64),
+                   "cos": np.asarray(s["cosine"], dtype=np.float64), **s["features"]}
+            for name, s in scored_sets(work, words).items()}
     fuse = sets["fuse"]
     for s in sets.values():  # standardised on the fusion data, as `crag fuse` does
         s["z_ce"] = (s["ce"] - fuse["ce"].mean()) / fuse["ce"].std()

@@ -25,7 +25,8 @@ def _z(x: np.ndarray) -> np.ndarray:
 
 def scored_sets(work: Path, features: Callable[[list[tuple[str, str]]], dict[str, np.ndarray]],
                 names: tuple[str, ...] = ("fuse", "heldout")) -> dict[str, dict[str, Any]]:
-    """Per split: labels, the default's fused logit and frozen cosine, each candidate feature, domains, seconds."""
+    """Per split: labels, the default's fused logit, its cross-encoder logit and frozen cosine, each candidate
+    feature, domains, seconds."""
     from grader import load_grader
     from training.data import load_pairs, model_decided
     from training.metrics import binary_labels
@@ -41,6 +42,7 @@ def scored_sets(work: Path, features: Callable[[list[tuple[str, str]]], dict[str
         candidates = features(pairs)
         t2 = time.perf_counter()
         sets[name] = {"y": binary_labels(data.pairs), "fused": scored.logits, "cosine": scored.fusion_inputs[1],
+                      "cross_encoder": scored.fusion_inputs[0],
                       "features": candidates, "groups": np.array([p.metadata.get("domain", "") for p in data.pairs]),
                       "seconds": {"default": t1 - t0, "features": t2 - t1}}
     return sets
