@@ -16,6 +16,13 @@ Run: python bench/bench_learning_curve.py --data ../shared/data/covidfaq/pairs.j
 With ``--no-guarantee`` calibrate chooses without a guarantee (`crag calibrate --no-guarantee`: below 600
 labels on the errors the fitted map expects, or as ``--error-estimate`` says). Each row also says in how many
 splits the held-out error exceeded the target by more than 2 points (issue 11's "within target + 2 points").
+
+``--sampling`` says which pairs get labels (several modes run on the same splits, one report each):
+``queries`` (the default) labels whole queries until the budget and tests on all other queries; the other modes
+model a user with an unlabelled pool (half of the queries; the rest is the fresh data tested on) who labels
+``budget`` pairs of it: ``suggest`` the pairs `crag calibrate --suggest` draws (a random sample),
+``near-thresholds`` the pairs nearest the bundle's thresholds, a few per query (what `--suggest` drew until
+2026-12-06, kept here to measure it against).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 BUDGETS = (50, 100, 200, 400)
 MIN_TEST_PAIRS = 100
+SAMPLINGS = ("queries", "suggest", "near-thresholds")
 
 
 def _apply(policy, probs, y):
@@ -57,8 +65,43 @@ def _sample_queries(groups, order, budget):
     return set(chosen)
 
 
+def _near_thresholds(pool, probs, policy, n):
+    """The ``n`` pairs of ``pool`` (indices into ``probs``) closest to a threshold of ``policy``, round-robin over
+    queries: `crag calibrate --suggest` until 2026-12-06 (rule-decided pairs are already out of ``pool``)."""
+    distance = {i: min(abs(probs[i] - policy.lower), abs(probs[i] - policy.upper)) for i, _ in pool}
+    by_query = defaultdict(list)
+    for i, p in sorted(pool, key=lambda item: distance[item[0]]):
+        by_query[p.query_id].append((i, p))
+    order = sorted(by_query, key=lambda q: distance[by_query[q][0][0]])
+    chosen, depth = [], 0
+    while len(chosen) < min(n, len(pool)):
+        for q in order:
+            if depth < len(by_query[q]) and len(chosen) < n:
+                chosen.append(by_query[q][depth])
+        depth += 1
+    return chosen
+
+
+def _labelled_and_fresh(sampling, by_query, order, budget, pairs, index, probs, policy, split):
+    """(labelled pairs, fresh pairs tested on) of one split under ``sampling``."""
+    from training.data import PairSet, model_decided
+    from training.recalibrate import suggest_pairs
+
+    if sampling == "queries":
+        labelled = _sample_queries(by_query, order, budget)
+        return ([p for p in pairs if p.query_id in labelled], [p for p in pairs if p.query_id not in labelled])
+    pool_queries = set(order[: len(order) // 2])
+    pool = [p for p in pairs if p.query_id in pool_queries]
+    fresh = [p for p in pairs if p.query_id not in pool_queries]
+    if sampling == "suggest":
+        return suggest_pairs(pool, budget, seed=split), fresh
+    decided = model_decided(PairSet(pool))[0].pairs
+    return [p for _, p in _near_thresholds([(index[id(p)], p) for p in decided], probs, policy, budget)], fresh
+
+
 def run_domain(grader, path: Path, *, splits: int, target: float, delta: float | None, max_pairs: int, seed: int,
-               error_estimate: str = "auto", budgets: tuple[int, ...] = BUDGETS, calibration_map: str = "auto"):
+               error_estimate: str = "auto", budgets: tuple[int, ...] = BUDGETS, calibration_map: str = "auto",
+               sampling: str = "queries"):
     from models.errors import ConfigError
     from training.data import PairSet, load_pairs
     from training.metrics import binary_labels
@@ -82,7 +125,8 @@ def run_domain(grader, path: Path, *, splits: int, target: float, delta: float |
     logits = grader.score_pairs([(p.query, p.text) for p in pairs]).logits
     scoring_s = time.perf_counter() - start
     y = binary_labels(pairs)
-    out_error, out_escalation = _apply(grader.policy, grader.probabilities(logits), y)
+    shipped_probs = grader.probabilities(logits)
+    out_error, out_escalation = _apply(grader.policy, shipped_probs, y)
     rows = []
     for budget in budgets:
         if len(pairs) - budget < MIN_TEST_PAIRS:
@@ -91,9 +135,8 @@ def run_domain(grader, path: Path, *, splits: int, target: float, delta: float |
         for s in range(splits):
             order = list(kept)
             random.Random(1000 * budget + s).shuffle(order)
-            labelled = _sample_queries(by_query, order, budget)
-            calib = [p for p in pairs if p.query_id in labelled]
-            test = [p for p in pairs if p.query_id not in labelled]
+            calib, test = _labelled_and_fresh(sampling, by_query, order, budget, pairs, index, shipped_probs,
+                                              grader.policy, s)
             ci = np.array([index[id(p)] for p in calib])
             ti = np.array([index[id(p)] for p in test])
             try:
@@ -109,7 +152,7 @@ def run_domain(grader, path: Path, *, splits: int, target: float, delta: float |
             escalations.append(escalation)
             violations += error > target
             beyond_2_points += error > target + 0.02
-        rows.append({"labels": budget, "auto_error_mean": round(float(np.mean(errors)), 4),
+        rows.append({"sampling": sampling, "labels": budget, "auto_error_mean": round(float(np.mean(errors)), 4),
                      "auto_error_p90": round(float(np.percentile(errors, 90)), 4),
                      "escalation_mean": round(float(np.mean(escalations)), 4),
                      "violation_rate": round(violations / splits, 4),
@@ -136,6 +179,8 @@ def main() -> None:
     parser.add_argument("--calibration-map", choices=["auto", "keep", "refit"], default="auto",
                         help="as `crag calibrate --calibration-map`")
     parser.add_argument("--max-pairs", type=int, default=2000, help="pairs scored per domain (whole queries)")
+    parser.add_argument("--sampling", nargs="+", choices=SAMPLINGS, default=["queries"],
+                        help="which pairs get labels (see the module's docstring)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
@@ -145,8 +190,8 @@ def main() -> None:
     delta = None if args.no_guarantee else args.delta
     results = [run_domain(grader, Path(p), splits=args.splits, target=args.target_error, delta=delta,
                           max_pairs=args.max_pairs, seed=args.seed, error_estimate=args.error_estimate,
-                          budgets=tuple(args.budgets), calibration_map=args.calibration_map)
-               for p in args.data]
+                          budgets=tuple(args.budgets), calibration_map=args.calibration_map, sampling=sampling)
+               for p in args.data for sampling in args.sampling]
     report = {"model": args.model, "target_error": args.target_error, "delta": delta,
               "error_estimate": args.error_estimate if delta is None else None,
               "calibration_map": args.calibration_map, "domains": results}

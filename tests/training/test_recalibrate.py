@@ -8,7 +8,7 @@ import pytest
 from models import ConfigError
 from models.types import Verdict
 from training.data import LabelledPair, PairSet, load_pairs
-from training.recalibrate import LLMLabels, cross_encoder_grader, measure_llm_accuracy, recalibrate
+from training.recalibrate import LLMLabels, cross_encoder_grader, measure_llm_accuracy, recalibrate, suggest_pairs
 
 
 def _flipped(pairs, every):
@@ -284,3 +284,23 @@ def test_measuring_and_calibrating_need_the_eval_extra_and_say_so_before_scoring
     assert result.returncode != 0
     assert "pip install 'crag-grader[eval]'" in result.stderr and "scoring" not in result.stderr
     assert not (tmp_path / "new-bundle").exists()
+
+
+def test_suggested_pairs_are_a_uniform_sample_of_the_model_decided_pairs():
+    pool = [LabelledPair(query=f"how do I reset router model {q}", text=f"Hold the reset button of model {q} for "
+                         f"{t} seconds.", label=Verdict.IRRELEVANT, query_id=str(q))
+            for q in range(5) for t in range(4)]
+    echo = LabelledPair(query="how do I reset it", text="how do I reset it", label=Verdict.IRRELEVANT, query_id="e")
+    counts = {p.text: 0 for p in pool}
+    for seed in range(2000):
+        chosen = suggest_pairs([*pool, echo], 5, seed=seed)
+        assert len(chosen) == 5 and echo not in chosen
+        for p in chosen:
+            counts[p.text] += 1
+    # each of the 20 pairs is drawn with probability 1/4: 500 of 2,000 draws, sd 19.4
+    assert all(400 < c < 600 for c in counts.values()), counts
+
+
+def test_suggesting_no_pairs_is_refused():
+    with pytest.raises(ConfigError, match="positive number"):
+        suggest_pairs([], 0)

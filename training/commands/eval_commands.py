@@ -121,10 +121,12 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     if args.suggest:
         pool = pairs_from_args(args, args.data, labelled=False)
-        chosen = suggest_pairs(args.model, pool.pairs, args.suggest)
+        chosen = suggest_pairs(pool.pairs, args.suggest, seed=args.seed)
         out = Path(args.out)
         write_pairs(chosen, out)
         print_json({"out": str(out), "suggested": len(chosen), "queries": len({p.query_id for p in chosen}),
+                    "drawn": f"at random from the {len(pool.pairs)} pairs of --data (rule-decided ones left out)",
+                    "seed": args.seed,
                     "next": f"label them, then: crag calibrate --model {args.model} --data <labelled file> "
                             "--out <new bundle>"})
         return 0
@@ -176,7 +178,8 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-accuracy", type=float, default=None,
                    help="the LLM's accuracy on this data (default: measured on pairs in both --data and --llm-labels)")
     p.add_argument("--suggest", type=int, default=0, metavar="N",
-                   help="instead of calibrating, write the N unlabelled pairs most worth labelling")
+                   help="instead of calibrating, write N unlabelled pairs to label: a random sample (seeded by --seed) "
+                        "of the pairs the model decides, which is what the test of the thresholds needs")
     p.add_argument("--group-by", default=None,
                    help="a metadata field (or 'source'): the error target must hold in every group")
     p.set_defaults(handler=_calibrate)

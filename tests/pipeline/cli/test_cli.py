@@ -323,20 +323,32 @@ def test_calibrate_refuses_an_unreachable_guarantee_and_writes_nothing(capsys, t
     assert not out.exists()
 
 
-def test_calibrate_suggests_pairs_near_the_thresholds_over_many_queries(capsys, tmp_path, squad_pairs_file):
+def test_calibrate_suggests_a_seeded_random_sample_without_rule_decided_pairs(capsys, tmp_path, squad_pairs_file):
     pool = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
     echoes = [{**r, "text": f"Same problem here. {r['query']} Any ideas?"} for r in pool[:: 10]]
     data = tmp_path / "pool.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in pool + echoes), encoding="utf-8")
     out = tmp_path / "to_label.jsonl"
-    assert main(["calibrate", "--model", "default", "--data", str(data), "--out", str(out), "--suggest", "12"]) == 0
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 12
-    assert len({r["query_id"] for r in rows}) >= 6  # spread over queries, not 12 chunks of one question
-    assert main(["calibrate", "--model", "default", "--data", str(data), "--out", str(out), "--suggest", "500"]) == 0
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == len(pool)  # every pair but the echoes: decided by rule, their labels would reach nothing
-    assert not any(r["text"].startswith("Same problem here.") for r in rows)
+
+    reports = []
+
+    def suggested(*extra: str) -> list[dict]:
+        assert main(["calibrate", "--data", str(data), "--out", str(out), "--suggest", *extra]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+        return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+    first = suggested("12")
+    assert len(first) == 12 and suggested("12") == first  # the same sample again: reproducible
+    assert all(r["text"] != p["text"] or r["query"] != p["query"] for r in first for p in echoes)
+    others = [suggested("12", "--seed", str(seed)) for seed in range(1, 6)]
+    assert any(rows != first for rows in others)  # another seed, another sample
+    texts = {(r["query"], r["text"]) for rows in [first, *others] for r in rows}
+    assert len(texts) > 24  # drawn from the whole pool, not always its same corner
+    everything = suggested("500")
+    assert len(everything) == len(pool)  # every pair but the echoes: decided by rule, their labels would reach nothing
+    assert not any(r["text"].startswith("Same problem here.") for r in everything)
+    assert reports[-1]["suggested"] == len(pool) and reports[-1]["seed"] == 0
+    assert [r["seed"] for r in reports[2:7]] == [1, 2, 3, 4, 5]
 
 
 def test_version_is_printed(capsys):
