@@ -4,8 +4,10 @@ A fused bundle scores ``w_ce * cross-encoder logit + w_cos * bi-encoder cosine +
 should count differs by domain (the cross-encoder is strong where it was trained, the bi-encoder's plain
 topical signal travels further). ``adapt`` splits the user's labelled pairs by query, chooses the cosine
 share that ranks the *fit* half best, and keeps it only when it also ranks the *held-out* half better than
-the shipped head; then it recalibrates exactly as `crag calibrate` does (map on the fit half, thresholds
-tested on the held-out half, with the guarantee). No weights of the networks change, so the int8 parity
+the shipped head; then it recalibrates as `crag calibrate` does (map on the fit half, thresholds tested on the
+held-out half, with the guarantee). Since the held-out labels also chose between the two heads, each head's band
+is tested at half of ``delta`` (Bonferroni over the two), so the guarantee holds at ``delta`` whichever was kept.
+No weights of the networks change, so the int8 parity
 of the bundle still holds, and nothing is written when the target cannot be met.
 """
 
@@ -75,10 +77,21 @@ def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path,
                 "adapted_head": auroc(y[test], candidate.combine(ce[test], cos[test]))}
     adopted = held_out["adapted_head"] >= held_out["shipped_head"] + min_gain
     head = candidate if adopted else shipped
-    # the bundle's calibration map belongs to the shipped head's scores: a new head needs a map of its own
-    recal = recalibrate(grader, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
-                        method=calibration, seed=seed, logits=head.combine(ce, cos),
-                        calibration_map="refit" if adopted else "auto", error_estimate=error_estimate)
+    # the held-out labels chose between two heads and then test the band: each head's band is tested at delta / 2,
+    # so that whichever head they chose, the band holds the target with probability >= 1 - delta (Bonferroni)
+    per_head = None if delta is None else delta / 2
+    try:
+        # the bundle's calibration map belongs to the shipped head's scores: a new head needs a map of its own
+        recal = recalibrate(grader, data, target_error=target_error, target_escalation=target_escalation,
+                            delta=per_head, method=calibration, seed=seed, logits=head.combine(ce, cos),
+                            calibration_map="refit" if adopted else "auto", error_estimate=error_estimate)
+    except ConfigError as error:
+        if per_head is None or target_error is None:
+            raise
+        raise ConfigError(f"{error} (adapt tests the band at half of --delta, {per_head:g}: the same held-out "
+                          "labels chose the head, so each of the two heads gets half of the allowance)") from error
+    if per_head is not None and recal.choice.target.get("delta") is not None:
+        recal.choice.target.update(delta=delta, delta_per_head=per_head)
     evidence = {"held_out_auroc": {k: round(v, 4) for k, v in held_out.items()}, "head_adopted": adopted,
                 "min_gain": min_gain, "fit_pairs": int(fit.size), "held_out_pairs": int(test.size),
                 "shipped_head": shipped.to_dict(), "adapted_head": candidate.to_dict()}

@@ -94,16 +94,31 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
     assert "exists" in capsys.readouterr().err
 
 
+def _asked_four_ways(tmp_path, human):
+    """The human fixture's pairs with each query asked four ways: 36 queries, enough for a guarantee."""
+    data = tmp_path / "pairs.jsonl"
+    rows = [{"query": f"{p.query}{suffix}", "text": p.text, "label": p.label.value, "query_id": f"{p.query_id}{suffix}"}
+            for suffix in ("", " Please answer.", " (asked again)", " Thanks!") for p in human.pairs]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return data, rows
+
+
+def test_adapt_refusal_says_the_band_was_tested_at_half_of_delta(tmp_path, human):
+    from training.adapt import adapt_bundle
+
+    data, _ = _asked_four_ways(tmp_path, human)
+    with pytest.raises(ConfigError, match=r"half of --delta, 0.05: the same held-out labels chose the head"):
+        adapt_bundle("default", data, tmp_path / "out", target_error=0.001, delta=0.1)
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_adopted_head_gets_a_calibration_map_of_its_own(tmp_path, human):
     """With fewer than 2,500 labels calibrate keeps the bundle's map and tests on every label; that map belongs to
     the shipped head's scores, so adapt must refit it when it adopts a new head (it kept it before)."""
     from models import read_bundle
     from training.adapt import adapt_bundle
 
-    data = tmp_path / "pairs.jsonl"  # 36 queries (the fixture's asked four ways), enough for a guarantee
-    rows = [{"query": f"{p.query}{suffix}", "text": p.text, "label": p.label.value, "query_id": f"{p.query_id}{suffix}"}
-            for suffix in ("", " Please answer.", " (asked again)", " Thanks!") for p in human.pairs]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data, rows = _asked_four_ways(tmp_path, human)
     source = read_bundle(cross_encoder_grader("default").bundle.path).manifest.calibration
     runs = {}
     for adopt, min_gain in ((True, -1.0), (False, 1.0)):  # a head is adopted whatever it gains / never
@@ -112,6 +127,10 @@ def test_an_adopted_head_gets_a_calibration_map_of_its_own(tmp_path, human):
         manifest = read_bundle(out).manifest
         assert report["head_adopted"] is adopt
         assert report["thresholds"]["design_effect"] >= 1.0  # the band was tested knowing each pair's query
+        # the held-out labels chose the head too: each head's band is tested at half of delta (Bonferroni)
+        target = report["thresholds"]["target"]
+        assert target["delta"] == 0.2 and target["delta_per_head"] == 0.1
+        assert manifest.thresholds["target"]["delta_per_head"] == 0.1
         assert "design effect" in (out / "MODEL_CARD.md").read_text(encoding="utf-8")
         runs[adopt] = (manifest.calibration, manifest.metrics["recalibration"].get("calibration_map"),
                        report["held_out_metrics"]["measured_on"])
