@@ -10,7 +10,8 @@ and starts from the cosine's own ranking; ``crag fuse`` then mixes the two again
 batches with dynamic padding keep CPU training fast.
 The best checkpoint by validation AUROC is kept, with early stopping; the seed is fixed and recorded. After training the
 model is calibrated and its thresholds are chosen on the validation split, and the result is written
-as a torch bundle (``crag export`` turns it into ONNX).
+as a torch bundle (``crag export`` turns it into ONNX). With a guarantee (``delta``) half of the validation queries
+are kept back from all of that and only test the thresholds (:func:`guarantee_halves`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 from grader.calibration import CALIBRATION_METHODS, fit_calibrator
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.shift import MIN_REFERENCE_PAIRS, make_reference
-from grader.thresholds import choose_thresholds, small_sample_note
+from grader.thresholds import choose_thresholds, learn_then_test, small_sample_note
 from models.bundle import write_manifest
 from models.deps import require
 from models.errors import ConfigError
@@ -40,7 +41,7 @@ from training.data import LabelledPair, PairSet, model_decided, write_pairs
 from training.metrics import binary_labels, compute_metrics
 from training.versions import library_versions
 
-__all__ = ["TrainConfig", "TrainResult", "freeze_lower_layers", "pair_logits", "train_grader"]
+__all__ = ["TrainConfig", "TrainResult", "freeze_lower_layers", "guarantee_halves", "pair_logits", "train_grader"]
 
 logger = logging.getLogger(__name__)
 PROBE_FILE = "probe.jsonl"
@@ -355,6 +356,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
                           f"and irrelevant pairs; {fix}")
     if val_labels.min() == val_labels.max():
         raise ConfigError("the validation set needs both relevant and irrelevant pairs to calibrate and stop early")
+    val, guarantee_test = guarantee_halves(val, config)
     out = Path(out)
     check_training_out(out)
     base_dir = resolve_base(config.base)
@@ -451,29 +453,70 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     bar.close()
     seconds = time.perf_counter() - start
     model = load_cross_encoder(checkpoint).to(config.device)
-    return _finish(model, encoder, base_dir, train, val, out, config, history, best, best_step, step, seconds)
+    return _finish(model, encoder, base_dir, train, val, out, config, history, best, best_step, step, seconds,
+                   guarantee_test)
+
+
+def guarantee_halves(val: PairSet, config: TrainConfig) -> tuple[PairSet, PairSet | None]:
+    """(the validation pairs that choose, the pairs that only test). With a guarantee (``delta``) the validation
+    queries split in two: one half chooses the checkpoint, fits the calibration map and orders the candidate
+    bands, the other only tests the bands (Learn-then-Test holds only on labels nothing else has seen). Without
+    one, all of validation does everything and the second part is None."""
+    if config.delta is None or config.target_error is None:
+        return val, None
+    from training.recalibrate import query_split
+
+    choose, test = query_split(val.pairs, config.seed)
+    halves = (PairSet([val.pairs[i] for i in choose], path=val.path),
+              PairSet([val.pairs[i] for i in test], path=f"{val.path} (queries that test the thresholds)"))
+    for half, job in zip(halves, ("chooses the checkpoint and the calibration", "tests the thresholds"),
+                         strict=True):
+        y = binary_labels(half.pairs)
+        if not len(y) or y.min() == y.max():
+            raise ConfigError(f"with --delta the validation queries are split in two, and the half that {job} has "
+                              f"{len(y)} pairs, {int(y.sum())} relevant: it needs relevant and irrelevant pairs; "
+                              "give a larger validation set (--val, or a larger --val-share) with pairs of more "
+                              "queries, or train without --delta and recalibrate with `crag calibrate`")
+    return halves
 
 
 def _finish(
     model: Any, encoder: PairEncoder, base_dir: Path, train: PairSet, val: PairSet, out: Path,
     config: TrainConfig, history: list[dict[str, Any]], best: float, best_step: int, steps: int, seconds: float,
+    guarantee_test: PairSet | None = None,
 ) -> TrainResult:
-    """Calibrate and choose thresholds on validation, then write the torch bundle."""
+    """Calibrate and choose thresholds on validation (tested on ``guarantee_test`` when there is a guarantee),
+    then write the torch bundle."""
     logits = pair_logits(model, encoder, val.pairs, config.device)
     y = binary_labels(val.pairs)
     calibrator = fit_calibrator(config.calibration, logits, y)
     probs = calibrator.predict(logits)
     groups = [domain_of(p) for p in val.pairs] if config.threshold_groups == "domain" else None
-    choice = choose_thresholds(
-        probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta,
-        groups=groups, clusters=[p.query_id for p in val.pairs],
-    )
-    metrics = compute_metrics(val.pairs, probs, choice.policy)
-    auto_decided = round((1.0 - choice.escalation_rate) * len(val.pairs))
+    every_logit, every_pair = logits, val.pairs
+    if guarantee_test is None:
+        choice = choose_thresholds(
+            probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta,
+            groups=groups, clusters=[p.query_id for p in val.pairs],
+        )
+        metrics, evaluated = compute_metrics(val.pairs, probs, choice.policy), val
+    else:
+        evaluated = guarantee_test
+        test_logits = pair_logits(model, encoder, evaluated.pairs, config.device)
+        test_probs = calibrator.predict(test_logits)
+        choice = learn_then_test(
+            probs, y, test_probs, binary_labels(evaluated.pairs), float(config.target_error or 0.0),
+            float(config.delta or 0.0), clusters=[p.query_id for p in evaluated.pairs],
+            groups=np.array([domain_of(p) for p in evaluated.pairs]) if groups is not None else None,
+            fit_clusters=[p.query_id for p in val.pairs])
+        metrics = {**compute_metrics(evaluated.pairs, test_probs, choice.policy),
+                   "measured_on": f"the {len(evaluated)} validation pairs of queries that neither chose the checkpoint "
+                                  "nor fitted the calibration map, on which the band was tested"}
+        every_logit, every_pair = np.concatenate([logits, test_logits]), [*val.pairs, *evaluated.pairs]
+    auto_decided = round((1.0 - choice.escalation_rate) * len(evaluated.pairs))
     note = (small_sample_note(auto_decided, config.target_error, config.delta)
             if config.target_error is not None else None)
     if note:
-        logger.warning("validation split of %d pairs: %s", len(val.pairs), note)
+        logger.warning("validation split of %d pairs: %s", len(evaluated.pairs), note)
     from grader.torch_model import save_cross_encoder
 
     model_files = save_cross_encoder(model, out)
@@ -499,6 +542,7 @@ def _finish(
             "config": {k: v for k, v in asdict(config).items() if k != "progress"},
             "train_data": train.summary(),
             "val_data": val.summary(),
+            **({"threshold_test_data": guarantee_test.summary()} if guarantee_test is not None else {}),
             "steps": steps,
             "best_step": best_step,
             "best_val_auroc": best,
@@ -508,9 +552,9 @@ def _finish(
         "metrics": {"validation": metrics},
         "versions": library_versions(),
         # too few validation pairs for a meaningful reference: the bundle then has no shift detection
-        "reference": (make_reference(logits, [len(p.text) for p in val.pairs], [p.query_id for p in val.pairs],
-                                     groups=[domain_of(p) for p in val.pairs] if config.threshold_groups else None)
-                      if len(val.pairs) >= MIN_REFERENCE_PAIRS else {}),
+        "reference": (make_reference(every_logit, [len(p.text) for p in every_pair], [p.query_id for p in every_pair],
+                                     groups=[domain_of(p) for p in every_pair] if config.threshold_groups else None)
+                      if len(every_pair) >= MIN_REFERENCE_PAIRS else {}),
     }
     files = [*model_files, "tokenizer.json", PROBE_FILE, "training_history.json"]
     write_manifest(out, manifest, files)

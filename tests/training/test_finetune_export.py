@@ -362,3 +362,40 @@ def test_freezing_more_layers_than_the_model_has_is_refused_by_name():
     frozen = freeze_lower_layers(model, 2)  # every layer: only the head trains
     assert frozen == sum(p.numel() for p in model.encoder.parameters())
     assert all(p.requires_grad for p in model.head_parameters())
+
+
+def test_a_guarantee_tests_the_thresholds_on_validation_queries_that_chose_nothing(squad_pairs_file, tmp_path):
+    from training.data import PairSet
+    from training.finetune import guarantee_halves, train_grader
+    from training.splits import group_split
+
+    train, val = (PairSet(part) for part in group_split(load_pairs(squad_pairs_file).pairs, test_size=0.5,
+                                                         by="query", seed=3))
+    config = TrainConfig(max_length=48, batch_size=8, max_steps=2, eval_every=2, target_error=0.3, delta=0.3,
+                         progress=False)
+    choose, test = guarantee_halves(val, config)
+    assert test is not None and len(choose) + len(test) == len(val)
+    assert not {p.query_id for p in choose.pairs} & {p.query_id for p in test.pairs}  # whole queries on each side
+    assert guarantee_halves(val, replace(config, delta=None)) == (val, None)  # no guarantee: all of it chooses
+    result = train_grader(train, val, tmp_path / "g", config)
+    training = read_bundle(tmp_path / "g").manifest.training
+    assert training["val_data"]["pairs"] == len(choose) and training["threshold_test_data"]["pairs"] == len(test)
+    assert result.metrics["n"] == len(test) and "neither chose the checkpoint" in result.metrics["measured_on"]
+    assert result.thresholds["target"]["delta"] == 0.3
+
+
+def test_a_guarantee_needs_both_labels_in_each_half_of_validation(squad_pairs_file, tmp_path):
+    from models.types import Verdict
+    from training.data import PairSet
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    queries = sorted({p.query_id for p in pairs})
+    mixed = [p for p in pairs if p.query_id == queries[0]]
+    unanswered = [replace(p, label=Verdict.IRRELEVANT) for p in pairs if p.query_id == queries[1]]
+    assert {p.label for p in mixed} >= {Verdict.RELEVANT, Verdict.IRRELEVANT}
+    train = PairSet([p for p in pairs if p.query_id not in queries[:2]])
+    with pytest.raises(ConfigError, match=r"with --delta the validation queries are split in two.*more queries"):
+        train_grader(train, PairSet(mixed + unanswered), tmp_path / "out",
+                     TrainConfig(max_steps=1, target_error=0.1, delta=0.1, progress=False))
+    assert not (tmp_path / "out").exists()

@@ -44,7 +44,8 @@ def _train(args: argparse.Namespace) -> int:
     report = {"out": str(result.out), "steps": result.steps, "seconds": round(result.seconds, 1),
               "best_val_auroc": result.best_val_auroc, "thresholds": result.thresholds,
               "validation": {k: result.metrics[k] for k in ("auroc", "accuracy", "escalation_rate",
-                                                            "auto_error_rate", "ece")}}
+                                                            "auto_error_rate", "ece", "measured_on")
+                             if k in result.metrics}}
     if args.compare_with != "none":
         from training.comparison import compare_on_validation
 
