@@ -5,7 +5,8 @@ domain's AUROC gain over the cosine alone (the untrained base model) is measured
 gain is largest wins (ties: the larger mean gain).
 How well that choice carries to an unseen domain is measured by leaving each domain out: choose on the
 others, score the one left out. The fused bundle is then calibrated and given thresholds
-like any other (:mod:`training.recalibrate`).
+like any other (:mod:`training.recalibrate`); with a guarantee the mix is chosen on the half of the queries that
+fits the calibration map, never on the half that tests the band.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from training.recalibrate import (
     Recalibration,
     check_new_bundle_dir,
     drop_stale_floor,
+    query_split,
     without_recalibration_record,
 )
 
-__all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_inputs", "head_for_share",
-           "write_fused_bundle"]
+__all__ = ["COSINE_SHARES", "FusionChoice", "choose_fusion", "fuse_bundle", "fusion_choosers", "fusion_inputs",
+           "head_for_share", "write_fused_bundle"]
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +190,15 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     return out, report
 
 
+def fusion_choosers(pairs: Sequence[LabelledPair], target_error: float | None, delta: float | None,
+                    seed: int) -> np.ndarray:
+    """Indices of the pairs that choose the mix: all of them, or with a guarantee only the fit half of the split
+    by query that `recalibrate` makes with the same seed, so that the half that tests the band chose nothing."""
+    if delta is None or target_error is None:
+        return np.arange(len(pairs))
+    return query_split(pairs, seed)[0]
+
+
 def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, *, label_map: Any = None,
                 group_by: str | None = "domain", target_error: float | None = 0.05,
                 target_escalation: float | None = None,
@@ -204,7 +215,10 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
     data, _ = model_decided(as_pairs(data, label_map=label_map))  # pairs that reach the fused score
     groups = groups_of(data.pairs, group_by)
     ce_logits, cosine = fusion_inputs(source, data.pairs)
-    choice = choose_fusion(ce_logits, cosine, binary_labels(data.pairs), groups or ["all"] * len(data.pairs))
+    chooser = fusion_choosers(data.pairs, target_error, delta, seed)
+    named = groups or ["all"] * len(data.pairs)
+    choice = choose_fusion(ce_logits[chooser], cosine[chooser], binary_labels(data.pairs)[chooser],
+                           [named[i] for i in chooser])
     # the fused score is new: the source's map (of its cross-encoder's logits) must never be kept for it
     recal = recalibrate(source, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
                         method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine),
@@ -221,6 +235,10 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
         notes.append("mixing in the cross-encoder did not lift the worst domain over the cosine alone, so the fused "
                      "bundle gives it no weight and grades by the calibrated cosine; it never runs the cross-encoder "
                      "(`crag adapt` still reads it, to refit the mix on your labels)")
-    return {"out": str(written), "cosine_share": choice.cosine_share, "per_domain": choice.per_group,
+    return {"out": str(written), "cosine_share": choice.cosine_share,
+            "chosen_on": f"{len(chooser)} of the {len(data.pairs)} pairs" + (
+                " (the fit half of the queries: the other half tests the band)" if len(chooser) < len(data.pairs)
+                else ""),
+            "per_domain": choice.per_group,
             "leave_one_domain_out": choice.leave_one_out, "thresholds": recal.choice.to_dict(),
             "parity": parity, "warning": "; ".join(notes) or None}

@@ -11,7 +11,8 @@ from grader.fusion import cosines
 from models.errors import BundleError, ConfigError
 from pipeline.cli.main import main
 from training.data import load_pairs
-from training.fusion import choose_fusion
+from training.fusion import choose_fusion, fusion_choosers
+from training.recalibrate import query_split
 
 
 def _two_domains(seed=0, n=300):
@@ -135,3 +136,8 @@ def test_a_fuse_with_a_guarantee_fits_a_calibration_map_of_the_fused_score(tiny_
                          max_flip=0.5)
     assert report["thresholds"]["feasible"] and report["thresholds"]["design_effect"] >= 1.0
     assert read_bundle(out).manifest.calibration != read_bundle(tiny_onnx_bundle).manifest.calibration
+    # the mix was chosen on the fit half of recalibrate's split by query: the half that tested the band chose nothing
+    pairs = load_pairs(squad_pairs_file).pairs
+    fit, test = query_split(pairs, 0)
+    assert fit.size and test.size and report["chosen_on"].startswith(f"{fit.size} of the {len(pairs)} pairs (the fit")
+    assert fusion_choosers(pairs, 0.5, None, 0).size == len(pairs)  # no guarantee: every pair chooses
