@@ -493,7 +493,8 @@ def _finish(
     probs = calibrator.predict(logits)
     groups = [domain_of(p) for p in val.pairs] if config.threshold_groups == "domain" else None
     every_logit, every_pair = logits, val.pairs
-    if guarantee_test is None:
+    alpha, delta = config.target_error, config.delta  # both set whenever guarantee_halves kept a test half
+    if guarantee_test is None or alpha is None or delta is None:
         choice = choose_thresholds(
             probs, y, max_error=config.target_error, max_escalation=config.target_escalation, delta=config.delta,
             groups=groups, clusters=[p.query_id for p in val.pairs],
@@ -504,8 +505,8 @@ def _finish(
         test_logits = pair_logits(model, encoder, evaluated.pairs, config.device)
         test_probs = calibrator.predict(test_logits)
         choice = learn_then_test(
-            probs, y, test_probs, binary_labels(evaluated.pairs), float(config.target_error or 0.0),
-            float(config.delta or 0.0), clusters=[p.query_id for p in evaluated.pairs],
+            probs, y, test_probs, binary_labels(evaluated.pairs), alpha, delta,
+            clusters=[p.query_id for p in evaluated.pairs],
             groups=np.array([domain_of(p) for p in evaluated.pairs]) if groups is not None else None,
             fit_clusters=[p.query_id for p in val.pairs])
         metrics = {**compute_metrics(evaluated.pairs, test_probs, choice.policy),
