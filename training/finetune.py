@@ -516,6 +516,9 @@ def _finish(
     auto_decided = round((1.0 - choice.escalation_rate) * len(evaluated.pairs))
     note = (small_sample_note(auto_decided, config.target_error, config.delta)
             if config.target_error is not None else None)
+    if note and choice.labels_needed:
+        note += (f"; by this model's error rates about {choice.labels_needed} labelled validation pairs in all "
+                 f"({len(every_pair)} now) would show it")
     if note:
         logger.warning("validation split of %d pairs: %s", len(evaluated.pairs), note)
     from grader.torch_model import save_cross_encoder

@@ -384,6 +384,24 @@ def test_a_guarantee_tests_the_thresholds_on_validation_queries_that_chose_nothi
     assert result.thresholds["target"]["delta"] == 0.3
 
 
+def test_an_infeasible_guarantee_says_how_many_validation_labels_would_do(squad_pairs_file, tmp_path, caplog):
+    import logging
+
+    from training.data import PairSet
+    from training.finetune import train_grader
+    from training.splits import group_split
+
+    train, val = (PairSet(part) for part in group_split(load_pairs(squad_pairs_file).pairs, test_size=0.5,
+                                                         by="query", seed=3))
+    with caplog.at_level(logging.WARNING):
+        result = train_grader(train, val, tmp_path / "g", TrainConfig(
+            max_length=48, batch_size=8, max_steps=2, eval_every=2, target_error=0.05, delta=0.1, progress=False))
+    needed = result.thresholds["labels_needed"]
+    assert not result.thresholds["feasible"] and needed > len(val)
+    note = read_bundle(tmp_path / "g").manifest.thresholds["small_sample_note"]
+    assert f"about {needed} labelled validation pairs in all ({len(val)} now)" in note and note in caplog.text
+
+
 def test_a_guarantee_needs_both_labels_in_each_half_of_validation(squad_pairs_file, tmp_path):
     from models.types import Verdict
     from training.data import PairSet

@@ -115,7 +115,9 @@ def register_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--int8", action="store_true", help="also write a dynamic int8 model")
     p.add_argument("--int8-only", action="store_true", help="ship only the int8 model")
     p.add_argument("--probe", help="pairs for the parity gate (default: the probe saved at training)")
-    p.add_argument("--max-flip", type=float, default=0.02, help="max share of int8 verdict flips")
+    p.add_argument("--max-flip", type=float, default=0.02,
+                   help="share of int8 verdict flips the gate allows (it fails when the probe shows significantly "
+                        "more: a binomial test at 5%%)")
     p.set_defaults(handler=_export)
 
 
@@ -194,7 +196,9 @@ def register_fuse(sub: argparse._SubParsersAction) -> None:
                                                         "'none' for data of one domain")
     p.add_argument("--out", required=True, help="new bundle directory")
     p.add_argument("--int8-only", action="store_true", help="ship only the int8 model (parity-gated)")
-    p.add_argument("--max-flip", type=float, default=0.02, help="max share of fused int8 verdict flips")
+    p.add_argument("--max-flip", type=float, default=0.02,
+                   help="share of fused int8 verdict flips the gate allows (it fails when the probe shows "
+                        "significantly more: a binomial test at 5%%)")
     p.add_argument("--probe-pairs", type=int, default=1000, help="about how many pairs the parity check reads")
     p.add_argument("--no-guarantee", action="store_true", help="point-estimate thresholds (not recommended)")
     p.add_argument("--seed", type=int, default=0, help="seed of the calibration fit/test split by query")
