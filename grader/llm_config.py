@@ -42,11 +42,18 @@ class LLMConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"unknown LLM mode {self.mode!r}; choose one of {list(MODES)}")
-        for name in ("chunks_per_call", "concurrency", "max_tokens"):
+        for name in ("chunks_per_call", "concurrency", "max_tokens", "breaker_failures"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"LLMConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.timeout_s <= 0 or self.input_cost_per_mtok < 0 or self.output_cost_per_mtok < 0:
-            raise ConfigError("LLMConfig: timeout_s must be > 0 and costs >= 0")
+        for name, low_ok in (("timeout_s", False), ("breaker_reset_s", False), ("input_cost_per_mtok", True),
+                             ("output_cost_per_mtok", True)):
+            value = getattr(self, name)
+            if not (value >= 0 if low_ok else value > 0):  # NaN fails both
+                raise ConfigError(f"LLMConfig.{name} must be {'>= 0' if low_ok else '> 0'}, got {value}")
+        if self.base_url is not None and not self.base_url.lower().startswith(("http://", "https://")):
+            # otherwise every call would fail as a connection error, each retried, long after start-up
+            raise ConfigError(f"LLMConfig.base_url must be an http:// or https:// URL such as "
+                              f"http://127.0.0.1:8080/v1, got {self.base_url!r}")
         if self.mode == "logprobs" and self.chunks_per_call != 1:
             raise ConfigError("logprobs mode asks about one chunk per call; set chunks_per_call=1")
 

@@ -29,6 +29,7 @@ from models.errors import ConfigError
 
 __all__ = [
     "ThresholdChoice",
+    "check_targets",
     "choose_thresholds",
     "clopper_pearson_upper",
     "fixed_sequence_test",
@@ -113,6 +114,21 @@ def _check(probs: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     return p, y
 
 
+def check_targets(*, max_error: float | None = None, max_escalation: float | None = None,
+                  delta: float | None = None) -> None:
+    """Refuse a target no band can be chosen for, naming it: an error rate and a delta strictly between 0 and 1
+    (0 would need infinitely many labels, 1 promises nothing), an escalation share in [0, 1]."""
+    for name, value, low_ok, example in (("max_error (--target-error)", max_error, False, "0.05"),
+                                         ("max_escalation (--target-escalation)", max_escalation, True, "0.3"),
+                                         ("delta (--delta)", delta, False, "0.1")):
+        if value is None:
+            continue
+        inside = (0.0 <= value <= 1.0) if low_ok else (0.0 < value < 1.0)
+        if not inside:  # also refuses NaN, which no comparison lets through
+            bounds = "in [0, 1]" if low_ok else "strictly between 0 and 1"
+            raise ConfigError(f"{name} must be {bounds}, got {value}; for example {example}")
+
+
 def choose_thresholds(
     probs: Any,
     labels: Any,
@@ -141,9 +157,7 @@ def choose_thresholds(
         raise ConfigError("a guarantee (delta) is tested on labelled errors; error_estimate='calibrated' has none")
     if (max_error is None) == (max_escalation is None):
         raise ConfigError("set exactly one target: max_error (auto-decided error) or max_escalation (band share)")
-    for name, value in (("max_error", max_error), ("max_escalation", max_escalation), ("delta", delta)):
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise ConfigError(f"{name} must be in [0, 1], got {value}")
+    check_targets(max_error=max_error, max_escalation=max_escalation, delta=delta)
     if delta is not None and max_error is None:
         raise ConfigError("delta (a confidence level) only applies to a max_error target")
     p, y = _check(probs, labels)
@@ -255,6 +269,7 @@ def learn_then_test(p_fit: np.ndarray, y_fit: np.ndarray, p_test: np.ndarray, y_
     (``labels_needed``, an estimate from the fit part's error rates, inflated by the design effect of their
     errors by query when ``fit_clusters`` names the fit pairs' queries).
     """
+    check_targets(max_error=alpha, delta=delta)
     p_fit, y_fit, p_test, y_test = (np.asarray(a, dtype=np.float64) for a in (p_fit, y_fit, p_test, y_test))
     y_fit, y_test = y_fit.astype(int), y_test.astype(int)
     n = int(p_fit.size + p_test.size)
@@ -299,6 +314,7 @@ def fixed_sequence_test(bands: list[ThresholdPolicy], p_test: np.ndarray, y_test
 
     ``clusters`` (one id per pair, e.g. its query) makes the test count effective pairs rather than pairs
     (:mod:`grader.clustered`): errors that come a query at a time are less evidence than as many apart."""
+    check_targets(max_error=alpha, delta=delta)
     p_test, y_test = np.asarray(p_test, dtype=np.float64), np.asarray(y_test).astype(int)
     gt = np.asarray(groups) if groups is not None else np.zeros(p_test.size, dtype=str)
     ct = None if clusters is None else np.asarray(clusters)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from grader.fusion import FusionHead
+from grader.thresholds import check_targets
 from models.errors import ConfigError
 from training.data import PairSet, as_pairs, model_decided
 from training.fusion import COSINE_SHARES, head_for_share
@@ -53,6 +54,7 @@ def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path,
     ``out``.
     A new head is adopted when it ranks the held-out queries better by ``min_gain`` AUROC. ``error_estimate``:
     how a band without a guarantee is chosen (:func:`training.recalibrate.recalibrate`)."""
+    check_targets(max_error=target_error, max_escalation=target_escalation, delta=delta)
     grader = cross_encoder_grader(model, cross_encoder=True)  # the mix is refitted: its logits are needed
     if grader.fusion is None:
         raise ConfigError(f"{grader.bundle.path} has no fusion head to adapt; use `crag calibrate` for its "

@@ -31,7 +31,7 @@ import numpy as np
 from grader.calibration import CALIBRATION_METHODS, fit_calibrator
 from grader.encoding import EncodedBatch, PairEncoder
 from grader.shift import MIN_REFERENCE_PAIRS, make_reference
-from grader.thresholds import choose_thresholds, learn_then_test, small_sample_note
+from grader.thresholds import check_targets, choose_thresholds, learn_then_test, small_sample_note
 from models.bundle import write_manifest
 from models.deps import require
 from models.errors import ConfigError
@@ -150,10 +150,19 @@ class TrainConfig:
             (0 <= self.distill_weight <= 1, "distill_weight must be in [0, 1]"),
             (self.teacher_score in TEACHER_SCORES, f"teacher_score must be one of {list(TEACHER_SCORES)}"),
             (self.init is None or not self.layers, "init and layers exclude each other (init keeps its layers)"),
+            (self.max_steps >= 0, "max_steps must be >= 0 (0: no bound)"),
+            (self.max_minutes >= 0, "max_minutes must be >= 0 (0: no bound)"),
+            (self.eval_every >= 0, "eval_every must be >= 0 (0: about four times an epoch)"),
+            (self.threads >= 0, "threads must be >= 0 (0: the machine's choice)"),
+            (self.weight_decay >= 0, "weight_decay must be >= 0"),
         ]
         for ok, message in checks:
-            if not ok:
-                raise ConfigError(f"TrainConfig: {message} (got {self})")
+            if not ok:  # name the value that fails, not the whole config
+                field_name = message.split()[0]
+                got = (f"got {field_name}={getattr(self, field_name)!r}" if hasattr(self, field_name)
+                       else f"got {self}")
+                raise ConfigError(f"TrainConfig: {message}; {got}")
+        check_targets(max_error=self.target_error, max_escalation=self.target_escalation, delta=self.delta)
 
 
 @dataclass

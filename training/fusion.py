@@ -24,6 +24,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
 from grader.factory import load_cross_encoder
 from grader.fusion import FusionHead, cosines
+from grader.thresholds import check_targets
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError, ParityError
 from training.data import LabelledPair, PairSet
@@ -210,6 +211,7 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
     from training.metrics import binary_labels
     from training.recalibrate import cross_encoder_grader, recalibrate
 
+    check_targets(max_error=target_error, max_escalation=target_escalation, delta=delta)
     source = cross_encoder_grader(model)
     check_new_bundle_dir(source.bundle.path, out)  # before the slow scoring, not after
     data, _ = model_decided(as_pairs(data, label_map=label_map))  # pairs that reach the fused score

@@ -26,6 +26,7 @@ from grader.factory import load_cross_encoder
 from grader.shift import make_reference
 from grader.thresholds import (
     ThresholdChoice,
+    check_targets,
     choose_thresholds,
     fixed_sequence_test,
     label_free_bands,
@@ -208,6 +209,7 @@ def recalibrate(grader: CrossEncoderGrader, data: PairSet, *, target_error: floa
     ``error_estimate`` (no guarantee only): "counted" chooses the band on the labelled errors, "calibrated" on
     the errors the fitted map's probabilities expect (far less optimistic on a few hundred labels); "auto"
     takes "calibrated" below CALIBRATED_ESTIMATE_BELOW_PAIRS labels."""
+    check_targets(max_error=target_error, max_escalation=target_escalation, delta=delta)
     if calibration_map not in ("auto", "refit", "keep"):
         raise ConfigError(f"calibration_map must be auto, refit or keep, got {calibration_map!r}")
     if error_estimate not in ("auto", "counted", "calibrated"):

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from grader.integrations.sorting import grade_metadata, sort_by_grade
+from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade
 from grader.protocol import Grader
 from models.deps import require
 
@@ -33,6 +33,7 @@ class CragDocumentGrader:
     @haystack.component.output_types(relevant_documents=list[haystack.Document],
                                       uncertain_documents=list[haystack.Document], decision=str)
     def run(self, query: str, documents: list[haystack.Document]) -> dict[str, Any]:
+        check_items(documents, "a Haystack Document", lambda d: isinstance(d, haystack.Document))
         sorted_ = sort_by_grade(self.grader, query, [d.content or "" for d in documents], [d.id for d in documents])
 
         def graded(i: int) -> haystack.Document:

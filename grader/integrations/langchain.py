@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.cascade import CascadeGrader
-from grader.integrations.sorting import grade_metadata, sort_by_grade, web_search_flag
+from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade, web_search_flag
 from grader.llm_config import LLMFailure, LLMJudgement
 from grader.llm_prompts import YES_NO_SYSTEM_PROMPT, yes_no_message
 from grader.protocol import Grader, PolicyGrader
 from models.deps import require
+from models.errors import ConfigError
 from models.types import Verdict
 
 documents = require("langchain_core.documents", "langchain")
@@ -52,6 +53,10 @@ def grade_documents_node(grader: Grader, *, keep_uncertain: bool = True) -> Call
     "ambiguous" or "incorrect") and ``web_search`` ("Yes" unless the decision is correct) out."""
 
     def grade_documents(state: dict[str, Any]) -> dict[str, Any]:
+        missing = [key for key in ("question", "documents") if key not in state]
+        if missing:  # a graph whose state names them otherwise: say so, not KeyError('documents')
+            raise ConfigError(f"the grade_documents node reads the state's 'question' and 'documents'; this state "
+                              f"has no {' or '.join(repr(k) for k in missing)} (its keys: {sorted(state)})")
         kept, sorted_ = _grade_documents(grader, state["question"], state["documents"], keep_uncertain)
         return {"documents": kept, "question": state["question"], "decision": sorted_.decision.value,
                 "web_search": web_search_flag(sorted_.decision)}
@@ -60,6 +65,8 @@ def grade_documents_node(grader: Grader, *, keep_uncertain: bool = True) -> Call
 
 
 def _grade_documents(grader: Grader, query: str, docs: Sequence[Any], keep_uncertain: bool) -> tuple[list[Any], Any]:
+    check_items(docs, "a LangChain Document (with page_content)",
+                lambda doc: isinstance(getattr(doc, "page_content", None), str))
     sorted_ = sort_by_grade(grader, query, [d.page_content for d in docs], [getattr(d, "id", None) for d in docs])
     kept = [documents.Document(page_content=docs[i].page_content, id=getattr(docs[i], "id", None),
                                metadata={**docs[i].metadata, **grade_metadata(sorted_.grades[i])})

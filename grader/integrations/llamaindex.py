@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from grader.integrations.sorting import grade_metadata, sort_by_grade
+from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade
 from models.deps import require
 from models.types import Decision
 
@@ -46,6 +46,7 @@ class CragNodePostprocessor(postprocessor_types.BaseNodePostprocessor):  # type:
 
     def grade_nodes(self, nodes: list[Any], query: str) -> GradedNodes:
         """The kept nodes in input order, new objects (the inputs are not changed), and the decision."""
+        check_items(nodes, "a LlamaIndex NodeWithScore", lambda n: hasattr(getattr(n, "node", None), "get_content"))
         sorted_ = sort_by_grade(self.grader, query, [n.node.get_content() for n in nodes],
                                 [n.node.node_id for n in nodes])
 

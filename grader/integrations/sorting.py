@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grader.policy import decide
 from grader.protocol import Grader
+from models.errors import ConfigError
 from models.types import Chunk, Decision, Grade, Verdict
 
-__all__ = ["Sorted", "grade_metadata", "sort_by_grade", "web_search_flag"]
+__all__ = ["Sorted", "check_items", "grade_metadata", "sort_by_grade", "web_search_flag"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,14 @@ class Sorted:
     def kept(self, keep_uncertain: bool) -> list[int]:
         """Positions to pass on, in input order."""
         return sorted(self.relevant + (self.uncertain if keep_uncertain else []))
+
+
+def check_items(items: Sequence[Any], what: str, ok: Callable[[Any], bool]) -> None:
+    """Refuse, by position, an item that is not the framework's document (a plain string, say), before grading:
+    an AttributeError from deep inside an adapter names neither the item nor what was expected."""
+    for i, item in enumerate(items):
+        if not ok(item):
+            raise ConfigError(f"documents[{i}] must be {what}, got {type(item).__name__}: {item!r:.80}")
 
 
 def sort_by_grade(grader: Grader, query: str, texts: Sequence[str], ids: Sequence[str | None]) -> Sorted:

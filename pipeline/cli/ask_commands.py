@@ -148,8 +148,10 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--tenant", required=True)
     add.add_argument("--roles", default="", help="comma-separated roles allowed to read (default: all of the tenant)")
     add.add_argument("--status", default="active", choices=["active", "superseded"])
-    add.add_argument("--effective-date", default="")
-    add.add_argument("--authority", type=int, default=0)
+    add.add_argument("--effective-date", default="",
+                     help="YYYY-MM-DD, a real day: on conflicting versions the newer one wins")
+    add.add_argument("--authority", type=int, default=0,
+                     help="-1000 to 1000: on conflicts of the same date the higher one wins")
     add.add_argument("--max-chars", type=int, default=900)
     add.add_argument("--encoding", default=None,
                      help="read text files that are not UTF-8 in this encoding (cp1252, latin-1, shift_jis...); an "

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_cross_encoder
+from models.cli_args import int_at_least
 from models.columns import missing_fields_hint, parse_columns, renamed
 from models.errors import ConfigError, DataError
 from models.output import check_output_path, print_json
@@ -165,16 +166,16 @@ def register_grade_file(sub: argparse._SubParsersAction) -> None:
                                      f"(fields: {', '.join(PAIR_FIELDS)})")
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--block", type=int, default=256, help="pairs held in memory at a time")
-    p.add_argument("--batch-size", type=int, default=None,
+    p.add_argument("--block", type=int_at_least(1), default=256, help="pairs held in memory at a time")
+    p.add_argument("--batch-size", type=int_at_least(1), default=None,
                    help="pairs per model call (int8 default 1 keeps each score independent of its batch mates)")
     p.add_argument("--skip-errors", action="store_true",
                    help="skip bad lines (reported in the summary) instead of stopping at the first one")
-    p.add_argument("--max-line-chars", type=int, default=MAX_LINE_CHARS,
+    p.add_argument("--max-line-chars", type=int_at_least(1), default=MAX_LINE_CHARS,
                    help="longer lines are an error (memory stays bounded whatever the file holds)")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run as a Ray Data job: a local runtime, or the cluster at ADDRESS ('auto', "
                         "'ray://host:10001'); PAIRS and --out may then be s3:// or gs:// URIs "
                         "(needs crag-grader[ray])")
-    p.add_argument("--ray-actors", type=int, default=2, help="grading actors (each loads the bundle once)")
+    p.add_argument("--ray-actors", type=int_at_least(1), default=2, help="grading actors (each loads the bundle once)")
     p.set_defaults(handler=_grade_file)

@@ -26,14 +26,14 @@ from models.output import print_json
 from models.registry import MODEL_OPTION_HELP
 from pipeline.cli.ask_commands import DEMO_TENANT
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
-from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings
+from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, web_provider
 from pipeline.corrective.loop import RAGConfig
 from pipeline.retrieval.index import LocalHybridIndex, Retriever
 from pipeline.service.app import ServiceConfig, create_app
 from pipeline.service.keys import KeyStore
 from pipeline.service.schemas import Limits
 
-__all__ = ["app_from_env", "register_keys", "register_serve", "serve_settings"]
+__all__ = ["app_from_env", "check_serve_options", "register_keys", "register_serve", "serve_settings", "service_limits"]
 
 SETTINGS_ENV = "CRAG_SERVE_SETTINGS"
 logger = logging.getLogger(__name__)
@@ -49,6 +49,42 @@ def _retriever(settings: dict[str, Any]) -> Retriever:
     if not index:
         raise ConfigError("pass --index DIR (built with `crag index add --index DIR FILES`), --demo or --qdrant-url")
     return LocalHybridIndex.open_existing(index)
+
+
+LIMIT_FLAGS = {"max_query_chars": "--max-query-chars", "max_chunks": "--max-chunks",
+               "max_chunk_chars": "--max-chunk-chars", "max_body_bytes": "--max-body-bytes",
+               "max_document_bytes": "--max-document-bytes", "max_document_chunks": "--max-document-chunks",
+               "rate_per_minute": "--rate-per-minute", "grade_deadline_s": "--grade-deadline"}
+
+
+def service_limits(values: dict[str, Any]) -> Limits:
+    """The per-request limits, or a ConfigError naming each option out of range (not pydantic's traceback)."""
+    from pydantic import ValidationError
+
+    try:
+        return Limits(**values)
+    except ValidationError as exc:
+        bad = [f"{LIMIT_FLAGS.get(str(e['loc'][0]), e['loc'][0])} {e['msg'].replace('Input should be', 'must be')}"
+               f", got {e.get('input')!r}"
+               for e in exc.errors()]
+        raise ConfigError(f"crag serve: {'; '.join(bad)}") from None
+
+
+def check_serve_options(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """Refuse, by option, what would otherwise fail in every worker after start-up (or not at all: a negative
+    --graceful-timeout used to start a server that could not shut down gracefully)."""
+    bad = [message for ok, message in (
+        (0 <= args.port <= 65535, f"--port must be in [0, 65535], got {args.port}"),
+        (args.workers >= 1, f"--workers must be >= 1, got {args.workers}"),
+        (args.threads is None or args.threads >= 1, f"--threads must be >= 1, got {args.threads}"),
+        (args.graceful_timeout >= 0, f"--graceful-timeout must be >= 0 seconds, got {args.graceful_timeout}"),
+        (args.micro_batch_wait_ms >= 0, f"--micro-batch-wait-ms must be >= 0, got {args.micro_batch_wait_ms}"),
+    ) if not ok]
+    if bad:
+        raise ConfigError(f"crag serve: {'; '.join(bad)}")
+    service_limits(settings["limits"])
+    RAGConfig(**settings["rag"])
+    web_provider(settings["web"], settings["web_url"])  # a web URL without --web, a missing Tavily key
 
 
 def app_from_env() -> Any:
@@ -69,7 +105,7 @@ def app_from_env() -> Any:
     pipeline = PipelineSettings(model=settings["model"], llm=llm_config, web=settings.get("web"),
                                 web_url=settings.get("web_url"), rag=RAGConfig(**settings.get("rag", {})))
     config = ServiceConfig(keys=KeyStore.open(settings["keys"]), retriever=_retriever(settings), grader=grader,
-                           pipeline=pipeline, limits=Limits(**settings.get("limits", {})),
+                           pipeline=pipeline, limits=service_limits(settings.get("limits", {})),
                            micro_batch_wait_ms=settings.get("micro_batch_wait_ms", 5.0))
     return create_app(config)
 
@@ -120,6 +156,7 @@ def _serve(args: argparse.Namespace) -> int:
     uvicorn = require("uvicorn", "serve")
     store = KeyStore.open(args.keys)  # fail here, not in every worker
     settings = serve_settings(args)
+    check_serve_options(args, settings)
     _warn_tenants_without_documents(store, settings["index"], bool(args.demo))
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     if args.workers == 1:

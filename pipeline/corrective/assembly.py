@@ -39,7 +39,13 @@ class PipelineSettings:
 def web_provider(kind: str | None, url: str | None, api_key_env: str = "TAVILY_API_KEY") -> WebSearchProvider | None:
     """A Tavily or SearxNG client, or None when ``kind`` is None."""
     if kind is None:
+        if url:  # a URL with no provider would be ignored: the user meant a web tier and would get none
+            raise ConfigError(f"a web search URL ({url}) was given without a provider; pass --web searxng or "
+                              "--web tavily with it")
         return None
+    if url and not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(f"the web search URL must be an http:// or https:// URL such as http://127.0.0.1:8888, "
+                          f"got {url!r}")
     if kind == "tavily":
         key = os.environ.get(api_key_env, "")
         if not key:

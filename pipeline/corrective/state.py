@@ -39,16 +39,25 @@ class RAGConfig:
     access_denied_min_coverage: float | None = 0.6
 
     def __post_init__(self) -> None:
-        if (self.k < 1 or self.broader_k < self.k or self.web_k < 1 or self.max_rounds < 1 or self.deadline_s <= 0
-                or self.max_llm_calls < 0 or self.strip_token_budget < 10
-                or not (self.min_answer_probability is None or 0 <= self.min_answer_probability <= 1)
-                or not (self.answer_floor is None or 0 <= self.answer_floor <= 1)
-                or not 0 <= self.strip_relative_floor <= 1 or self.min_query_words < 0
-                or not (self.access_denied_min_coverage is None or 0 < self.access_denied_min_coverage <= 1)):
-            raise ConfigError(f"invalid RAGConfig {self}: need k >= 1, broader_k >= k, web_k >= 1, max_rounds >= 1, "
-                              "deadline_s > 0, max_llm_calls >= 0, strip_token_budget >= 10, min_query_words >= 0, "
-                              "min_answer_probability, answer_floor and strip_relative_floor in [0, 1], "
-                              "access_denied_min_coverage in (0, 1] or None")
+        def unit(value: float | None, *, none_ok: bool = True) -> bool:
+            return (value is None and none_ok) or (value is not None and 0 <= value <= 1)
+
+        checks = [
+            (self.k >= 1, "k", ">= 1"), (self.broader_k >= self.k, "broader_k", f">= k ({self.k})"),
+            (self.web_k >= 1, "web_k", ">= 1"), (self.max_rounds >= 1, "max_rounds", ">= 1"),
+            (self.deadline_s > 0, "deadline_s", "> 0 seconds"), (self.max_llm_calls >= 0, "max_llm_calls", ">= 0"),
+            (self.strip_token_budget >= 10, "strip_token_budget", ">= 10"),
+            (self.min_query_words >= 0, "min_query_words", ">= 0"),
+            (self.max_query_chars >= 1, "max_query_chars", ">= 1"),
+            (unit(self.min_answer_probability), "min_answer_probability", "in [0, 1] or None"),
+            (unit(self.answer_floor), "answer_floor", "in [0, 1] or None"),
+            (unit(self.strip_relative_floor, none_ok=False), "strip_relative_floor", "in [0, 1]"),
+            (self.access_denied_min_coverage is None or 0 < self.access_denied_min_coverage <= 1,
+             "access_denied_min_coverage", "in (0, 1] or None"),
+        ]
+        bad = [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in checks if not ok]
+        if bad:  # every value that fails, by name (NaN fails every comparison, so it is refused too)
+            raise ConfigError(f"invalid RAGConfig: {'; '.join(bad)}")
 
 
 class RunState:

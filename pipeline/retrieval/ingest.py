@@ -9,14 +9,16 @@ the run (default, nothing written) or, with ``skip_errors``, is reported and ski
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from models.errors import DataError, MissingDependencyError
+from models.errors import ConfigError, DataError, MissingDependencyError
 from models.progress import progress, stage
 from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents, archive_type, passed_over
 from pipeline.retrieval.documents import (
@@ -117,6 +119,10 @@ def _documents(files: list[Path], encoding: str | None, unsupported: Counter[str
             yield DocumentText.read(path, encoding=encoding)
 
 
+STATUSES = ("active", "superseded")
+AUTHORITY_RANGE = 1000  # as PUT /v1/documents takes it
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChunkFields:
     """What every chunk of one ingest carries besides its text: owner, access and freshness."""
@@ -131,6 +137,27 @@ class ChunkFields:
     def __post_init__(self) -> None:
         check_name("tenant", self.tenant)
         object.__setattr__(self, "roles", frozenset(check_name("role", r) for r in self.roles))
+        if self.status not in STATUSES:
+            raise ConfigError(f"status must be one of {list(STATUSES)}, got {self.status!r}")
+        if self.effective_date and not _is_calendar_date(self.effective_date):
+            # conflicts are settled by this date: "2024-13-45" would have been ranked as if it were a real one
+            raise ConfigError(f"effective_date must be a calendar date YYYY-MM-DD (or empty), got "
+                              f"{self.effective_date!r}")
+        if isinstance(self.authority, bool) or not isinstance(self.authority, int) \
+                or not -AUTHORITY_RANGE <= self.authority <= AUTHORITY_RANGE:
+            raise ConfigError(f"authority must be an int in [-{AUTHORITY_RANGE}, {AUTHORITY_RANGE}], got "
+                              f"{self.authority!r}")
+
+
+def _is_calendar_date(text: str) -> bool:
+    """YYYY-MM-DD naming a day that exists."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),

@@ -179,5 +179,12 @@ def test_config_errors(monkeypatch):
         LLMConfig(mode="xml")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="one chunk per call"):
         LLMConfig(mode="logprobs", chunks_per_call=2)
+    with pytest.raises(ConfigError, match=r"base_url must be an http:// or https:// URL .*got '127\.0\.0\.1:8080/v1'"):
+        LLMConfig(base_url="127.0.0.1:8080/v1")  # used to fail call by call, each retried, long after start-up
+    for name, bad in (("timeout_s", 0.0), ("breaker_reset_s", -1.0), ("input_cost_per_mtok", -0.5),
+                      ("timeout_s", float("nan")), ("breaker_failures", 0)):
+        with pytest.raises(ConfigError, match=f"LLMConfig.{name} must be .*, got {bad}"):
+            LLMConfig(**{name: bad})
+    assert LLMConfig(base_url="HTTPS://api.example.com/v1", input_cost_per_mtok=0.0).timeout_s == 30.0
     monkeypatch.setenv("CRAG_LLM_MODEL", "from-env")
     assert LLMGrader(LLMConfig(base_url="http://127.0.0.1:9/v1")).model == "from-env"

@@ -3,7 +3,14 @@ import itertools
 import numpy as np
 import pytest
 
-from grader.thresholds import choose_thresholds, clopper_pearson_upper, tradeoff_curve
+from grader.thresholds import (
+    choose_thresholds,
+    clopper_pearson_upper,
+    fixed_sequence_test,
+    label_free_bands,
+    learn_then_test,
+    tradeoff_curve,
+)
 from models import ConfigError
 
 
@@ -77,6 +84,17 @@ def test_bad_targets():
         choose_thresholds(p, y, max_escalation=0.1, delta=0.1)
     with pytest.raises(ConfigError, match="one label per probability"):
         choose_thresholds(p, y[:5], max_error=0.1)
+    for bad in (0.0, 1.0, 1.5, -0.1, float("nan")):  # no band can show an error of at most 0, or of "at most 1"
+        with pytest.raises(ConfigError, match=r"max_error \(--target-error\) must be strictly between 0 and 1"):
+            choose_thresholds(p, y, max_error=bad)
+        with pytest.raises(ConfigError, match=r"delta \(--delta\) must be strictly between 0 and 1"):
+            learn_then_test(p, y, p, y, 0.05, bad)
+        with pytest.raises(ConfigError, match="max_error"):
+            fixed_sequence_test(label_free_bands(p, 0.5), p, y, bad, 0.1)
+    for share in (0.0, 1.0):  # decide everything, escalate everything: both are choices
+        assert choose_thresholds(p, y, max_escalation=share).escalation_rate <= share + 1e-9
+    with pytest.raises(ConfigError, match=r"max_escalation \(--target-escalation\) must be in \[0, 1\], got 1.5"):
+        choose_thresholds(p, y, max_escalation=1.5)
 
 
 def test_tradeoff_curve_is_monotone():

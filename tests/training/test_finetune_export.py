@@ -164,6 +164,19 @@ def test_train_config_validation(kwargs):
         TrainConfig(**kwargs)
 
 
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"max_minutes": -3}, "max_minutes must be >= 0 (0: no bound); got max_minutes=-3"),  # used to train unbounded
+    ({"max_steps": -1}, "got max_steps=-1"), ({"eval_every": -5}, "got eval_every=-5"),
+    ({"epochs": 0}, "epochs must be > 0; got epochs=0"),
+    ({"target_error": 0.0}, "max_error (--target-error) must be strictly between 0 and 1, got 0.0"),
+    ({"delta": 1.0}, "delta (--delta) must be strictly between 0 and 1, got 1.0"),
+])
+def test_train_config_names_the_value_that_fails(kwargs, named):
+    with pytest.raises(ConfigError) as caught:
+        TrainConfig(**kwargs)
+    assert named in str(caught.value)
+
+
 def test_parity_gate_is_a_binomial_test_not_a_raw_share():
     from training.export import FLIP_SIGNIFICANCE, flip_p_value
 

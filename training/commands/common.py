@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from grader.calibration import CALIBRATION_METHODS
+from grader.thresholds import check_targets
 from models.deps import require
 from training.data import PairSet, load_pairs, parse_columns
 from training.labels import parse_label_map
@@ -48,10 +49,12 @@ def add_target(p: argparse.ArgumentParser, default_delta: float | None = None, d
 
 
 def targets_of(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """(target error, target escalation) of --target-error / --target-escalation (error 0.05 when neither is
+    given), refused by name when out of range, as is --delta."""
+    check_targets(max_error=args.target_error, max_escalation=args.target_escalation, delta=args.delta)
     if args.target_escalation is not None:
         return None, args.target_escalation
     return (0.05 if args.target_error is None else args.target_error), None
-
 
 
 def guarantee_delta(args: argparse.Namespace, target_escalation: float | None) -> float | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from grader.cross_encoder import CrossEncoderGrader
 from grader.factory import load_cross_encoder
 from grader.llm_args import add_llm_arguments, llm_from_args
+from models.cli_args import int_at_least
 from models.errors import ConfigError
 from models.output import print_json, print_table
 from models.registry import MODEL_OPTION_HELP, resolve_bundle
@@ -99,13 +100,14 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plots", help="path prefix for PNG plots (reliability, error vs escalation)")
     p.add_argument("--backend", default="auto", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=None, help="default: the grader's own (int8: 1)")
+    p.add_argument("--batch-size", type=int_at_least(1), default=None, help="default: the grader's own (int8: 1)")
     p.add_argument("--cascade", action="store_true",
                    help="report the cascade against escalation rate (real LLM via --llm-*, plus simulated LLMs)")
     p.add_argument("--levels", default="0,0.05,0.1,0.2,0.3,0.5", help="escalation rates for --cascade")
     p.add_argument("--simulate-accuracy", default="0.8,0.9,0.95",
                    help="accuracies of simulated LLMs for --cascade ('' for none)")
-    p.add_argument("--limit", type=int, default=0, help="use only the first N pairs (bounds real LLM calls)")
+    p.add_argument("--limit", type=int_at_least(0, "0: all of them"), default=0,
+                   help="use only the first N pairs (bounds real LLM calls)")
     add_llm_arguments(p)
     p.set_defaults(handler=_eval)
 
@@ -241,7 +243,7 @@ def register_answerability(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-answer-rate", type=float, default=0.75,
                    help="share of answerable questions that must still be answered (in every group); the floor is "
                         "the highest that keeps it, abstaining on as many unanswerable questions as it allows")
-    p.add_argument("--min-per-class", type=int, default=10,
+    p.add_argument("--min-per-class", type=int_at_least(1), default=10,
                    help="answerable questions a group needs to bind the floor (unanswerable ones: to report on it)")
     p.set_defaults(handler=_answerability)
 

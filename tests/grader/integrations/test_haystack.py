@@ -10,6 +10,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from grader.cascade import CascadeGrader
 from grader.integrations.haystack import CragDocumentGrader
+from models import ConfigError
 from tests.grader.integrations.conftest import QUERY, TEXTS
 
 DOCS = [Document(id=f"h{i}", content=t, meta={"source": f"s{i}"}) for i, t in enumerate(TEXTS)]
@@ -56,3 +57,8 @@ def test_uncertain_documents_and_async(small, band):
     assert [d.id for d in out["relevant_documents"]] == ["h0"]
     assert [d.id for d in out["uncertain_documents"]] == ["h2", "h3"] and out["decision"] == "correct"
     assert all(d.meta["crag_uncertain"] for d in out["uncertain_documents"]) and DOCS[0].score is None
+
+
+def test_a_plain_string_among_the_documents_is_named(small):
+    with pytest.raises(ConfigError, match=r"documents\[0\] must be a Haystack Document, got str: 'plain text'"):
+        CragDocumentGrader(small).run(query=QUERY, documents=["plain text"])  # used to be an AttributeError

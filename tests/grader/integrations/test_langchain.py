@@ -13,6 +13,7 @@ from langgraph.graph import END, START, StateGraph
 
 from grader.cascade import CascadeGrader
 from grader.integrations.langchain import CragDocumentCompressor, cascade_with_chat_model, grade_documents_node
+from models import ConfigError
 from tests.grader.integrations.conftest import QUERY, TEXTS
 
 DOCS = [Document(page_content=t, id=f"d{i}", metadata={"source": f"s{i}"}) for i, t in enumerate(TEXTS)]
@@ -107,6 +108,17 @@ def test_graph_goes_to_rewrite_when_nothing_is_relevant(small, band):
     state = app.invoke({"question": "Which fruit grows in tropical regions and is rich in potassium?"})
     assert state["decision"] != "correct" and state["web_search"] == "Yes"
     assert visited == ["transform_query", "web_search", "generate"]
+
+
+def test_the_node_names_what_its_state_lacks(small):
+    node = grade_documents_node(small)
+    with pytest.raises(ConfigError, match=r"has no 'question' or 'documents' \(its keys: \['query'\]\)"):
+        node({"query": QUERY})  # a graph whose state says "query": used to be KeyError('question')
+    with pytest.raises(ConfigError, match=r"documents\[1\] must be a LangChain Document .*got str: 'plain text'"):
+        node({"question": QUERY, "documents": [DOCS[0], "plain text"]})
+    with pytest.raises(ConfigError, match="must be a LangChain Document"):
+        CragDocumentCompressor(grader=small).compress_documents(["plain text"], QUERY)
+    assert node({"question": QUERY, "documents": []})["decision"] == "incorrect"
 
 
 def test_a_chat_model_decides_the_uncertain_band(small, band):

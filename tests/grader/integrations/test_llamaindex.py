@@ -10,6 +10,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from grader.cascade import CascadeGrader
 from grader.integrations.llamaindex import CragNodePostprocessor
+from models import ConfigError
 from tests.grader.integrations.conftest import QUERY, TEXTS
 
 NODES = [TextNode(text=t, id_=f"n{i}", metadata={"source": f"s{i}"}) for i, t in enumerate(TEXTS)]
@@ -50,3 +51,9 @@ def test_llm_failure_is_flagged_not_raised(cascade, server):
                                                                     query_str=QUERY)
     assert [n.node.node_id for n in kept] == ["n0", "n2", "n3"]
     assert all("crag_escalation_failed" in n.node.metadata for n in kept[1:])
+
+
+def test_a_plain_string_among_the_nodes_is_named(small):
+    nodes = [NodeWithScore(node=TextNode(text=TEXTS[0])), "plain text"]
+    with pytest.raises(ConfigError, match=r"documents\[1\] must be a LlamaIndex NodeWithScore, got str: 'plain text'"):
+        CragNodePostprocessor(grader=small).grade_nodes(nodes, QUERY)  # used to be AttributeError: 'str' ... 'node'

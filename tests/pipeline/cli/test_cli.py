@@ -314,6 +314,25 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
     assert "golden.jsonl:1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("command", "target", "named"), [
+    ("calibrate", ["--target-error", "1.5"], "max_error (--target-error) must be strictly between 0 and 1, got 1.5"),
+    ("calibrate", ["--target-error", "0"], "--target-error) must be strictly between 0 and 1, got 0.0"),
+    ("calibrate", ["--target-error=-0.1"], "got -0.1"),  # used to write a bundle
+    ("calibrate", ["--target-error", "nan"], "got nan"),
+    ("calibrate", ["--target-escalation", "2"], "max_escalation (--target-escalation) must be in [0, 1], got 2.0"),
+    ("adapt", ["--delta", "1"], "delta (--delta) must be strictly between 0 and 1, got 1.0"),
+    ("fuse", ["--target-error", "1"], "got 1.0"),
+    ("train", ["--delta", "0", "--target-error", "0.05"], "delta (--delta) must be strictly between 0 and 1"),
+])
+def test_a_target_out_of_range_is_refused_by_name_and_nothing_is_written(capsys, tmp_path, squad_pairs_file,
+                                                                         command, target, named):
+    out = tmp_path / "out"
+    model = [] if command == "train" else ["--model", "default"]
+    assert main([command, *model, "--data", str(squad_pairs_file), "--out", str(out), *target]) == 2
+    assert named in capsys.readouterr().err  # a message, not a traceback (0 divided by zero, 1.5 a math error)
+    assert not out.exists()
+
+
 def test_calibrate_refuses_an_unreachable_guarantee_and_writes_nothing(capsys, tmp_path, squad_pairs_file):
     out = tmp_path / "recal"
     assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),

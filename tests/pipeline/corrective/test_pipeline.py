@@ -12,7 +12,7 @@ from pipeline.corrective.correction import (
     order_by_authority,
     rewrite_query,
 )
-from pipeline.corrective.loop import CorrectiveRAG, Outcome
+from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
 from tests.pipeline.conftest import CORPUS, LEGAL_A, TENANT_A, TENANT_B, HashEmbedder, make_chunk
 
 _chunk = make_chunk
@@ -70,8 +70,20 @@ def test_single_keywords_are_searched_when_the_deployment_allows_them(index, gra
     assert keyword.outcome is not Outcome.CLARIFICATION and keyword.trace[0].action == "retrieve"
     assert CorrectiveRAG(index, grader, config=RAGConfig(min_query_words=1)).run("it", TENANT_A).outcome \
         is Outcome.CLARIFICATION  # no word of 3+ letters
-    with pytest.raises(ConfigError, match="min_query_words"):
+    with pytest.raises(ConfigError, match="min_query_words must be >= 0, got -1"):
         RAGConfig(min_query_words=-1)
+
+
+def test_a_bad_rag_config_names_every_value_that_fails():
+    with pytest.raises(ConfigError) as caught:
+        RAGConfig(deadline_s=-1.0, answer_floor=3.0, k=2)
+    message = str(caught.value)
+    assert "deadline_s must be > 0 seconds, got -1.0" in message and "answer_floor must be in [0, 1] or None, got 3.0" \
+        in message and "k must" not in message and "broader_k" not in message  # only what fails
+    with pytest.raises(ConfigError, match="strip_relative_floor must be in \\[0, 1\\], got nan"):
+        RAGConfig(strip_relative_floor=float("nan"))
+    with pytest.raises(ConfigError, match=r"broader_k must be >= k \(8\), got 6"):
+        RAGConfig(k=8, broader_k=6)
 
 
 def test_rewrite_keeps_identifiers():

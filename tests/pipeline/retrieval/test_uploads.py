@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from models.errors import DataError
+from models.errors import ConfigError, DataError
 from pipeline.retrieval.index import LocalHybridIndex
 from pipeline.retrieval.ingest import ChunkFields
 from pipeline.retrieval.uploads import (
@@ -80,3 +80,18 @@ def test_an_unreadable_upload_writes_nothing_and_names_itself(tmp_path):
     with pytest.raises(DataError, match="the upload is empty"):
         ingest_upload(index, "kept.md", b"", fields)
     assert [c.text for c in index.iter_chunks()] == ["Kept text."]
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"effective_date": "2024-13-45"}, "must be a calendar date YYYY-MM-DD (or empty), got '2024-13-45'"),
+    ({"effective_date": "2023-02-29"}, "got '2023-02-29'"),  # not a leap year: conflicts are settled by this date
+    ({"effective_date": "24-1-1"}, "got '24-1-1'"),
+    ({"status": "draft"}, "status must be one of ['active', 'superseded'], got 'draft'"),
+    ({"authority": 5000}, "authority must be an int in [-1000, 1000], got 5000"),
+    ({"authority": True}, "got True"),
+])
+def test_chunk_fields_refuse_what_would_mis_rank_conflicts(fields, named):
+    with pytest.raises(ConfigError) as caught:
+        ChunkFields(tenant="acme", **fields)
+    assert named in str(caught.value)
+    assert ChunkFields(tenant="acme", effective_date="2024-02-29", authority=-3).effective_date == "2024-02-29"

@@ -178,6 +178,7 @@ def test_bad_uploads_are_refused_by_name_and_keep_what_is_stored(tmp_path, token
                 {"ok.md": "Fine.", "broken.pdf": "%PDF-1.4 cut short"})),
             "role": client.put("/v1/documents/x.md?roles=no%20spaces", content=b"Hi.", headers=writer),
             "date": client.put("/v1/documents/x.md?effective_date=last%20week", content=b"Hi.", headers=writer),
+            "no_such_day": client.put("/v1/documents/x.md?effective_date=2024-13-45", content=b"Hi.", headers=writer),
             "status": client.put("/v1/documents/x.md?status=draft", content=b"Hi.", headers=writer),
             "encoding": client.put("/v1/documents/x.txt?encoding=klingon", content=b"Hi.", headers=writer),
             "latin1": client.put("/v1/documents/x.txt", content="Café crème".encode("latin-1"), headers=writer)}
@@ -193,6 +194,7 @@ def test_bad_uploads_are_refused_by_name_and_keep_what_is_stored(tmp_path, token
     assert "export.zip" in detail["zip"] and "crag-upload" not in detail["zip"]  # the upload's name, not a temp path
     assert "mixed.zip/broken.pdf" in detail["member"] and "pass skip_errors=true" in detail["member"]
     assert "role name 'no spaces'" in detail["role"] and "effective_date" in detail["date"]
+    assert "effective_date must be a calendar date YYYY-MM-DD (or empty), got '2024-13-45'" in detail["no_such_day"]
     assert "status" in detail["status"] and "klingon" in detail["encoding"] and "--encoding" in detail["latin1"]
     assert skipped.status_code == 200 and skipped.json()["skipped"][0]["path"] == "mixed.zip/broken.pdf"
     assert latin1.status_code == 200
