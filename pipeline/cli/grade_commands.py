@@ -12,6 +12,7 @@ import numpy as np
 from grader.factory import load_grader
 from grader.load_rewrites import rewrites_in_use
 from grader.shift import not_monitored
+from models.cli_args import int_at_least
 from models.errors import ConfigError, DataError
 from models.output import print_json, print_table
 from models.registry import MODEL_OPTION_HELP
@@ -120,7 +121,7 @@ def register_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)
     p.add_argument("--backend", default="onnx", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--chunks", type=int, default=20)
-    p.add_argument("--tokens", type=int, default=200, help="words per synthetic chunk")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--chunks", type=int_at_least(1), default=20)
+    p.add_argument("--tokens", type=int_at_least(1), default=200, help="words per synthetic chunk")
+    p.add_argument("--repeats", type=int_at_least(1), default=20)
     p.set_defaults(handler=_bench)

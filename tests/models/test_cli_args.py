@@ -22,6 +22,8 @@ def test_a_count_below_its_minimum_is_refused_naming_the_value_and_what_the_mini
     (["eval", "--model", "default", "--data", "p.jsonl", "--batch-size", "0"], "--batch-size: must be >= 1"),
     (["answerability", "--model", "default", "--data", "p.jsonl", "--out", "a", "--min-per-class", "0"],
      "--min-per-class: must be >= 1, got 0"),
+    (["bench", "--model", "default", "--chunks", "0"], "--chunks: must be >= 1, got 0"),  # was a ZeroDivisionError
+    (["bench", "--model", "default", "--repeats", "0"], "--repeats: must be >= 1, got 0"),  # was an IndexError
 ])
 def test_commands_refuse_a_bad_count_before_reading_anything(capsys, argv, named):
     # a batch size of 0 used to mean "the default" and a --limit of -5 "every pair", silently
