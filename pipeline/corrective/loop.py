@@ -83,6 +83,9 @@ class CorrectiveRAG:
             raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
         if len(query) > self.config.max_query_chars:
             raise ConfigError(f"query is {len(query)} characters; the limit is {self.config.max_query_chars}")
+        if not isinstance(principal, Principal):  # who may read what: never guessed from a bare tenant name
+            raise ConfigError(f"principal must be a Principal, e.g. Principal(tenant='acme', "
+                              f"roles=frozenset({{'support'}})), got {type(principal).__name__}: {principal!r:.80}")
         state = RunState(self.config)
         content_words = [w for w in re.findall(r"\w+", query) if len(w) > 2]
         if len(content_words) < self.config.min_query_words:

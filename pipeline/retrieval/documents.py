@@ -110,8 +110,16 @@ class Principal:
 
     def __post_init__(self) -> None:
         check_name("tenant", self.tenant)
-        for role in self.roles:
+        if isinstance(self.roles, str | bytes):  # roles="support" would be read as the roles s, u, p, o, r, t
+            raise ConfigError(f"roles must be a collection of role names, not one string: write "
+                              f"roles=frozenset({{{self.roles!r}}}), got roles={self.roles!r}")
+        try:
+            roles = frozenset(self.roles)  # a list or set works too; access checks need set operations
+        except TypeError:
+            raise ConfigError(f"roles must be a collection of role names, got {self.roles!r}") from None
+        for role in roles:
             check_name("role", role)
+        object.__setattr__(self, "roles", roles)
 
     def may_read(self, chunk: StoredChunk) -> bool:
         """Same tenant, and either no role restriction or a shared role."""

@@ -13,6 +13,7 @@ from pipeline.corrective.correction import (
     rewrite_query,
 )
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
+from pipeline.retrieval.documents import Principal
 from tests.pipeline.conftest import CORPUS, LEGAL_A, TENANT_A, TENANT_B, HashEmbedder, make_chunk
 
 _chunk = make_chunk
@@ -37,6 +38,16 @@ def test_roles_restrict_within_a_tenant(retriever):
     assert "a-secret" not in plain and "a-secret" in legal
     assert retriever.hidden_matches("Project Falcon code name", TENANT_A) > 0
     assert retriever.hidden_matches("Project Falcon code name", LEGAL_A) == 0
+
+
+def test_roles_given_as_a_list_read_as_a_set_and_one_string_is_refused(retriever, index, grader):
+    as_list = Principal(tenant="a", roles=["legal"])  # used to fail inside a search with a TypeError
+    assert as_list == LEGAL_A and isinstance(as_list.roles, frozenset)
+    assert "a-secret" in {c.chunk_id for c, _ in retriever.search("Project Falcon code name", as_list)}
+    with pytest.raises(ConfigError, match=r"not one string: write roles=frozenset\(\{'legal'\}\)"):
+        Principal(tenant="a", roles="legal")  # would have been the roles l, e, g, a
+    with pytest.raises(ConfigError, match=r"principal must be a Principal, e.g. .*got str: 'a'"):
+        CorrectiveRAG(index, grader).run("Where is the Eiffel tower?", "a")  # type: ignore[arg-type]
 
 
 def test_metadata_filters_match_fields_exactly(retriever):
