@@ -54,8 +54,8 @@ from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
-           "chunk_text", "is_record_metadata", "read_document", "read_document_as", "reveals_access_denied",
-           "term_coverage"]
+           "check_search", "chunk_text", "is_record_metadata", "read_document", "read_document_as",
+           "reveals_access_denied", "term_coverage"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,24 @@ def check_name(kind: str, value: object) -> str:
         raise ConfigError(f"{kind} name {value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
                           "starting with a letter or digit")
     return value
+
+
+def check_search(query: object, k: int, filters: object) -> None:
+    """What every retriever refuses before searching (the local index and Qdrant alike): a query that is not
+    text, k below 1, filters that are not a dict of non-empty field names to one string or number each."""
+    if not isinstance(query, str):
+        raise ConfigError(f"query must be a string, got {type(query).__name__}: {query!r:.80}")
+    if k < 1:
+        raise ConfigError(f"k must be >= 1, got {k}")
+    if filters is None:
+        return
+    if not isinstance(filters, dict):
+        raise ConfigError(f"filters must be a dict of field -> value, e.g. {{'status': 'active'}}, got {filters!r:.80}")
+    for key, value in filters.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"filter keys must be non-empty strings, got {key!r}")
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"filter {key!r} must match a string or number, got {value!r}")
 
 
 ACCESS_DENIED_MIN_COVERAGE = 0.6

@@ -32,6 +32,7 @@ from pipeline.retrieval.documents import (
     ACCESS_DENIED_MIN_COVERAGE,
     Principal,
     StoredChunk,
+    check_search,
     reveals_access_denied,
 )
 from pipeline.retrieval.embedding import Embedder, default_embedder
@@ -103,11 +104,7 @@ def _filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
         return "", []
     clauses: list[str] = []
     params: list[Any] = []
-    for key, value in filters.items():
-        if not isinstance(key, str) or not key:
-            raise ConfigError(f"filter keys must be non-empty strings, got {key!r}")
-        if not isinstance(value, str | int | float | bool):
-            raise ConfigError(f"filter {key!r} must match a string or number, got {value!r}")
+    for key, value in filters.items():  # checked by check_search
         if key in CHUNK_COLUMNS:
             clauses.append(f"c.{key} = ?")
         else:
@@ -415,8 +412,7 @@ class LocalHybridIndex:
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
         """Top-k readable chunks; ``filters`` match fields or metadata exactly (e.g. {"status": "active"})."""
-        if k < 1:
-            raise ConfigError(f"k must be >= 1, got {k}")
+        check_search(query, k, filters)
         where, params = _filter_sql(filters)
         conn = self._conn()
         if conn is None:

@@ -17,7 +17,13 @@ from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError, StoreError
-from pipeline.retrieval.documents import ACCESS_DENIED_MIN_COVERAGE, Principal, StoredChunk, reveals_access_denied
+from pipeline.retrieval.documents import (
+    ACCESS_DENIED_MIN_COVERAGE,
+    Principal,
+    StoredChunk,
+    check_search,
+    reveals_access_denied,
+)
 from pipeline.retrieval.embedding import Embedder, default_embedder
 from pipeline.retrieval.index import WriteReport, document_of, query_tokens
 from pipeline.retrieval.words import content_terms
@@ -244,8 +250,7 @@ class QdrantRetriever:
     # ----- Retriever -----------------------------------------------------------------------------
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
-        if k < 1:
-            raise ConfigError(f"k must be >= 1, got {k}")
+        check_search(query, k, filters)
         if not self.client.collection_exists(self.collection):
             return []
         models = self._qm

@@ -51,6 +51,10 @@ def test_filters_on_metadata_and_bad_filters(index):
         index.search("Paris", TENANT_A, filters={"format": ["md"]})
     with pytest.raises(ConfigError, match="k must be"):
         index.search("Paris", TENANT_A, k=0)
+    with pytest.raises(ConfigError, match=r"filters must be a dict of field -> value.*got 'format=md'"):
+        index.search("Paris", TENANT_A, filters="format=md")  # type: ignore[arg-type]  # was an AttributeError
+    with pytest.raises(ConfigError, match="query must be a string, got NoneType"):
+        index.search(None, TENANT_A)  # type: ignore[arg-type]
 
 
 def test_reindexing_a_folder_is_idempotent_and_replaces_changed_documents(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from models.errors import ConfigError
 from pipeline.retrieval.documents import Principal
 from pipeline.retrieval.ingest import ingest
 from tests.pipeline.conftest import HashEmbedder, make_chunk
@@ -74,3 +75,13 @@ def test_a_qdrant_server_that_cannot_be_reached_is_a_clear_error(tmp_path):
                     lambda: store.documents("t"), lambda: store.remove_document("t", "a.md")):
         with pytest.raises(StoreError, match=rf"Qdrant at {url} failed .*check that it runs"):
             attempt()
+
+
+def test_qdrant_refuses_bad_search_arguments_as_the_local_index_does(qdrant):
+    who = Principal(tenant="t")
+    with pytest.raises(ConfigError, match="filter 'format' must match a string or number, got \\['md'\\]"):
+        qdrant.search("Paris", who, filters={"format": ["md"]})  # used to reach Qdrant's own model validation
+    with pytest.raises(ConfigError, match="filters must be a dict"):
+        qdrant.search("Paris", who, filters="format=md")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="k must be >= 1, got 0"):
+        qdrant.search("Paris", who, k=0)
