@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,16 +14,32 @@ from models.errors import ConfigError
 __all__ = ["check_output_path", "check_replaceable_dir", "print_json", "print_table"]
 
 
-def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str | None = None) -> None:
+def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str | None = None,
+                      option: str = "--out") -> None:
     """A command's ``--out`` must not be one of its inputs (the input would be replaced by the output); with
-    ``keep_existing`` (what the file would hold, e.g. "labels an LLM was paid for") it must not exist at all."""
+    ``keep_existing`` (what the file would hold, e.g. "labels an LLM was paid for") it must not exist at all.
+    Its folder is made now and must be writable, so a bad path is said before the slow work, not after it."""
     target = Path(out).resolve()
     for given in inputs:
         if Path(given).resolve() == target:
-            raise ConfigError(f"--out {out} is the input file {given}; write the output elsewhere so the input is kept")
+            raise ConfigError(f"{option} {out} is the input file {given}; write the output elsewhere so the input "
+                              "is kept")
     if keep_existing and target.exists():
-        raise ConfigError(f"--out {out} exists; it may hold {keep_existing}: choose a new file (or move it away "
+        raise ConfigError(f"{option} {out} exists; it may hold {keep_existing}: choose a new file (or move it away "
                           "first)")
+    if target.is_dir():
+        raise ConfigError(f"{option} {out} is a folder; name a file in it")
+    for ancestor in target.parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise ConfigError(f"{option} {out}: {ancestor} is a file, not a folder")
+            break
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{option} {out}: cannot make its folder {target.parent} ({exc.strerror})") from None
+    if not os.access(target.parent, os.W_OK):
+        raise ConfigError(f"{option} {out}: its folder {target.parent} is not writable")
 
 
 def check_replaceable_dir(out: str | Path, *, key: str, value: str, what: str) -> None:

@@ -104,6 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CragError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except OSError as exc:  # the file system said no: name the file and the reason, not a traceback
+        if exc.filename is None:  # not about a file (a socket, say): not this handler's to explain
+            raise
+        logging.getLogger(__name__).debug("file system error", exc_info=True)
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        sys.stderr.write(f"error: cannot use {where}: {exc.strerror or exc}; check the path and its permissions "
+                         "(-vv shows where it happened)\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

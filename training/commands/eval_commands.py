@@ -10,7 +10,7 @@ from grader.factory import load_cross_encoder
 from grader.llm_args import add_llm_arguments, llm_from_args
 from models.cli_args import int_at_least
 from models.errors import ConfigError
-from models.output import print_json, print_table
+from models.output import check_output_path, print_json, print_table
 from models.registry import MODEL_OPTION_HELP, resolve_bundle
 from training.commands.common import (
     add_pair_format,
@@ -33,6 +33,10 @@ def _eval(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate_grader, write_plots, write_report
 
     require_eval_extra(plots=bool(args.plots))
+    if args.json:  # before the scoring, which may take minutes
+        check_output_path(args.json, args.data, option="--json")
+    if args.plots:
+        check_output_path(f"{args.plots}_reliability.png", args.data, option="--plots")
     data = pairs_from_args(args, args.data)
     grader = load_cross_encoder(args.model, backend=args.backend, threads=args.threads)
     if args.cascade:
@@ -122,6 +126,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     )
 
     if args.suggest:
+        check_output_path(args.out, args.data)
         pool = pairs_from_args(args, args.data, labelled=False)
         chosen = suggest_pairs(pool.pairs, args.suggest, seed=args.seed)
         out = Path(args.out)

@@ -333,6 +333,21 @@ def test_a_target_out_of_range_is_refused_by_name_and_nothing_is_written(capsys,
     assert not out.exists()
 
 
+def test_an_output_that_cannot_be_written_is_one_line_naming_it(capsys, tmp_path, squad_pairs_file):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    for argv, named in (
+        (["eval", "--model", "default", "--json", str(blocker / "r.json")], "--json"),  # checked before scoring
+        (["eval", "--model", "default", "--plots", str(blocker / "p")], "--plots"),
+        (["calibrate", "--model", "default", "--suggest", "5", "--out", str(blocker / "s.jsonl")], "--out"),
+    ):
+        assert main([*argv, "--data", str(squad_pairs_file)]) == 2
+        assert f"{named} {blocker}/" in (err := capsys.readouterr().err) and "is a file, not a folder" in err
+    # a write the checks let through (root may "write" in /proc) still fails as one line, not a traceback
+    assert main(["convert", "squad", str(squad_pairs_file.parent / "squad_mini.json"), "--out", "/proc/x.jsonl"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
 def test_calibrate_refuses_an_unreachable_guarantee_and_writes_nothing(capsys, tmp_path, squad_pairs_file):
     out = tmp_path / "recal"
     assert main(["calibrate", "--model", "default", "--data", str(squad_pairs_file), "--out", str(out),
