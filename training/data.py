@@ -191,6 +191,8 @@ def load_pairs(
     any label in the file is ignored. ``columns`` maps our field names to the file's (:func:`parse_columns`).
     """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a folder; pass one file of pairs (JSONL, CSV or TSV)")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     kind = _format_of(path, fmt)

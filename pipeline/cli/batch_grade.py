@@ -122,6 +122,8 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
 
 def _grade_file(args: argparse.Namespace) -> int:
     columns = parse_columns(args.columns, PAIR_FIELDS)
+    if "://" not in args.pairs and not Path(args.pairs).exists():  # before any output file is opened
+        raise DataError(f"{args.pairs}: no such file or folder of pairs")
     if args.out != "-":
         check_output_path(args.out, args.pairs)
     if args.ray is not None:

@@ -28,6 +28,8 @@ def read_chunks(path: str | Path) -> list[Chunk]:
         content = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise DataError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise DataError(f"{path} is a folder; pass one file of chunks (JSONL or one chunk per line)") from exc
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     chunks = []

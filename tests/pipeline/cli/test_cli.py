@@ -2,6 +2,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -182,12 +183,16 @@ def test_an_output_is_never_written_over_the_input(tmp_path, capsys, fixtures):
      (["grade", "--model", "defualt", "--query", QUERY, "--chunk", "x"], "did you mean 'default'"),
      (["grade", "--query", QUERY], "no chunks to grade"),
      (["eval", "--data", "/nonexistent.jsonl"], "no such file"),
-     (["train", "--data", "/nonexistent.jsonl", "--out", "/tmp/x"], "no such file")],
+     (["train", "--data", "/nonexistent.jsonl", "--out", "/tmp/x"], "no such file"),
+     (["eval", "--data", "/"], "/ is a folder; pass one file of pairs"),  # was "no such file"
+     (["grade", "--query", QUERY, "--chunks", "/"], "/ is a folder; pass one file of chunks"),  # was a traceback
+     (["grade-file", "/nonexistent.jsonl", "--out", "/tmp/never-made.jsonl"], "no such file or folder of pairs")],
 )
 def test_errors_are_one_line(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not Path("/tmp/never-made.jsonl.partial").exists()  # grade-file looked at its input before its output
 
 
 def test_console_script_has_no_traceback():
