@@ -57,7 +57,7 @@ def _index_path(args: argparse.Namespace) -> Path:
         args.tenant = DEMO_TENANT
         return demo_index()
     if not args.index:
-        raise ConfigError("pass --index DIR (built with `crag index add`) or --demo")
+        raise ConfigError("pass --index DIR (built with `crag index add`), --qdrant-url URL or --demo")
     return Path(args.index)
 
 
@@ -195,10 +195,11 @@ def _add_store(p: argparse.ArgumentParser, *, index_help: str = "local index dir
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", help="index directory")
-    p.add_argument("--qdrant-url", help="retrieve from Qdrant instead of a local index")
+    source = p.add_mutually_exclusive_group()  # one place to retrieve from: two given used to mean the demo, silently
+    source.add_argument("--index", help="index directory")
+    source.add_argument("--qdrant-url", help="retrieve from Qdrant instead of a local index")
+    source.add_argument("--demo", action="store_true", help="use the shipped SQuAD demo corpus (built on first use)")
     p.add_argument("--collection", default="crag")
-    p.add_argument("--demo", action="store_true", help="use the shipped SQuAD demo corpus (built on first use)")
     p.add_argument("--tenant", default=DEMO_TENANT)
     p.add_argument("--roles", default="")
     p.add_argument("--model", default="default", help=MODEL_OPTION_HELP)

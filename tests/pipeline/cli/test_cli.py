@@ -186,13 +186,20 @@ def test_an_output_is_never_written_over_the_input(tmp_path, capsys, fixtures):
      (["train", "--data", "/nonexistent.jsonl", "--out", "/tmp/x"], "no such file"),
      (["eval", "--data", "/"], "/ is a folder; pass one file of pairs"),  # was "no such file"
      (["grade", "--query", QUERY, "--chunks", "/"], "/ is a folder; pass one file of chunks"),  # was a traceback
-     (["grade-file", "/nonexistent.jsonl", "--out", "/tmp/never-made.jsonl"], "no such file or folder of pairs")],
+     (["grade-file", "/nonexistent.jsonl", "--out", "/tmp/never-made.jsonl"], "no such file or folder of pairs"),
+     (["ask", "What religion were the Normans?"], "pass --index DIR (built with `crag index add`), --qdrant-url")],
 )
 def test_errors_are_one_line(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
     assert not Path("/tmp/never-made.jsonl.partial").exists()  # grade-file looked at its input before its output
+
+
+def test_one_place_to_retrieve_from(capsys):
+    with pytest.raises(SystemExit) as exited:  # both used to mean the demo, silently
+        main(["ask", "--demo", "--index", "/tmp", "What religion were the Normans?"])
+    assert exited.value.code == 2 and "--index: not allowed with argument --demo" in capsys.readouterr().err
 
 
 def test_console_script_has_no_traceback():
