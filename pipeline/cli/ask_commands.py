@@ -108,12 +108,22 @@ def _index_remove(args: argparse.Namespace) -> int:
 
         removed = _store(args).remove_document(args.tenant, args.document,
                                                with_members=is_archive_name(args.document))
-        print_json({"index": args.qdrant_url, "chunks_removed": removed})
+        print_json({"index": args.qdrant_url, "chunks_removed": removed, **_nothing_matched(args, removed)})
         return 0
     index = LocalHybridIndex.open_existing(args.index)
     removed = index.remove(tenant=args.tenant, document=args.document, chunk_id=args.chunk_id)
-    print_json({"index": args.index, "chunks_removed": removed, "index_chunks": len(index)})
+    print_json({"index": args.index, "chunks_removed": removed, "index_chunks": len(index),
+                **_nothing_matched(args, removed)})
     return 0
+
+
+def _nothing_matched(args: argparse.Namespace, removed: int) -> dict[str, str]:
+    """A note when a removal matched nothing (a mistyped name reads like a success otherwise)."""
+    if removed:
+        return {}
+    where = f"--qdrant-url {args.qdrant_url}" if args.qdrant_url else f"--index {args.index}"
+    return {"note": f"nothing matched; `crag index list {where} --tenant {args.tenant or 'NAME'}` shows the "
+                    "documents by the names they were indexed under"}
 
 
 def _index_list(args: argparse.Namespace) -> int:

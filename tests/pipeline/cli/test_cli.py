@@ -256,6 +256,13 @@ def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     assert json.loads(capsys.readouterr().out)["outcome"] == "access_denied"
     assert main(["ask", "--index", str(tmp_path / "nope"), "--json", "How do I reset my password?"]) == 2
     assert "is not an index" in capsys.readouterr().err
+    assert main(["index", "remove", "--index", index, "--tenant", "acme", "--document", "resett.md"]) == 0
+    mistyped = json.loads(capsys.readouterr().out)  # 0 removed used to read like a success
+    assert mistyped["chunks_removed"] == 0 and f"nothing matched; `crag index list --index {index} --tenant acme`" \
+        in mistyped["note"]
+    assert main(["index", "remove", "--index", index, "--tenant", "acme", "--document", "reset.md"]) == 0
+    removed = json.loads(capsys.readouterr().out)
+    assert removed["chunks_removed"] == 1 and "note" not in removed
 
 
 def test_index_add_can_store_strip_vectors_locally_only(capsys, tmp_path):
