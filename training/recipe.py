@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from models.errors import DataError
+from grader.thresholds import check_targets
+from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
 from training.data import LabelledPair, PairSet, group_by_query, load_pairs, model_decided, write_pairs
@@ -81,6 +82,20 @@ class RecipeConfig:
     distill_weight: float = 0.5
     cosine_offset: bool = False  # train the cross-encoder on top of the frozen cosine (see training.finetune)
     name: str = "default"
+
+    def __post_init__(self) -> None:
+        """Refuse a bad knob now, not after the data is prepared (minutes in) when training reads it."""
+        bad = [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
+            (self.max_minutes >= 0, "max_minutes", ">= 0 (0: no bound)"),
+            (self.max_steps >= 0, "max_steps", ">= 0 (0: no bound)"),
+            (self.layers >= 0, "layers", ">= 0 (0: all)"),
+            (0 <= self.distill_weight <= 1, "distill_weight", "in [0, 1]"),
+            (0 <= self.degenerate_share < 1 and 0 <= self.fusion_degenerate_share < 1, "degenerate_share",
+             "in [0, 1) (fusion_degenerate_share too)"),
+        ) if not ok]
+        if bad:
+            raise ConfigError(f"RecipeConfig: {'; '.join(bad)}")
+        check_targets(max_error=self.target_error)
 
 
 def _group_split(pairs: list[LabelledPair], key: Any, shares: tuple[float, float], seed: int
