@@ -215,7 +215,7 @@ def _recipe_command(m: Any) -> str:
     name = recorded.get("name", default.name)
     if name != default.name:
         options.append(f"--name {name}")
-    return " ".join(["crag recipe --data ../shared/data --work runs/v3", *options, f"--out models/bundles/{name}"])
+    return " ".join(["crag recipe --data ../shared/data --work runs/v3", *options, f"--out runs/v3/{name}"])
 
 
 def _weight_ensemble_reproduce(m: Any) -> list[str]:
@@ -307,7 +307,8 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         "  chunk (uncertain, with the reason: `grader/contrast.py`), but only for the opposites it lists.",
         "",
         f"Reproduce: `{_recipe_command(m)}` (trains, exports,",
-        "fuses with `crag fuse`, calibrates and measures every table above; stages already in `--work` are reused).",
+        "fuses with `crag fuse`, calibrates and measures every table above; stages already in `--work` are reused;",
+        f"the new bundle replaces `models/bundles/{m.name}` when copied over it).",
         *_weight_ensemble_reproduce(m),
         "",
     ]

@@ -249,6 +249,9 @@ def run_default_recipe(
     from training.model_card import write_model_card
 
     config = config or RecipeConfig()
+    if Path(out).exists():  # fuse writes it last, after an hour of training: say so now, not then
+        raise ConfigError(f"--out {out} exists; the recipe writes a new bundle there at its end: choose a new "
+                          "directory (then copy it over models/bundles/NAME to ship it)")
     work = Path(work)
     files = prepare_default_data(data_dir, work, config)
     mix = json.loads((work / "mix.json").read_text(encoding="utf-8"))

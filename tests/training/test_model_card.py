@@ -18,7 +18,7 @@ def test_card_of_the_default_marks_untrained_domains(tmp_path):
     assert "- Weights: 75% the fine-tuned cross-encoder, 25% its untrained base" in card  # WiSE-FT
     assert "bench/bench_wise_ft.py --model" in card and "then `crag export` and `crag fuse`" in card
     assert "Recalibrated after training" not in card  # fusion recalibrated from scratch: no stale line
-    assert "Reproduce: `crag recipe --data ../shared/data --work runs/v3 --out models/bundles/default`" in card
+    assert "Reproduce: `crag recipe --data ../shared/data --work runs/v3 --out runs/v3/default`" in card
     assert "These weights are not the recipe's own" in card and "bench/remeasure_heldout.py --model" in card
     assert "validation of the cross-encoder (before fusion) | n/a" not in card  # no row of empty cells
     assert "got no weight" not in card  # the default's fusion uses its cross-encoder
@@ -32,7 +32,7 @@ def test_the_card_of_a_bundle_whose_fusion_drops_the_cross_encoder_says_it_never
             in card)
     # the recipe command that made this student, not the default's
     assert ("Reproduce: `crag recipe --data ../shared/data --work runs/v3 --layers 3 --teacher runs/v3/onnx "
-            "--max-minutes 35 --name fast --out models/bundles/fast`") in card
+            "--max-minutes 35 --name fast --out runs/v3/fast`") in card
 
 
 def test_the_reference_section_is_rendered_again_in_place_or_added_to_an_older_card(tmp_path):
@@ -64,4 +64,4 @@ def test_a_bundle_trained_on_a_gpu_names_the_device_in_its_reproduce_line(tmp_pa
     write_manifest(bundle, {k: v for k, v in manifest.items() if k != "files"}, list(manifest["files"]))
     card = write_model_card(bundle, {}).read_text(encoding="utf-8")
     assert ("Reproduce: `crag recipe --data ../shared/data --work runs/v3 --device cuda "
-            "--out models/bundles/default`") in card
+            "--out runs/v3/default`") in card

@@ -138,7 +138,9 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("recipe", help="rebuild the shipped default grader from shared/data")
     p.add_argument("--data", default="../shared/data")
     p.add_argument("--work", default="runs/default")
-    p.add_argument("--out", default="models/bundles/default")
+    p.add_argument("--out", default="runs/default/bundle",
+                   help="a new directory for the bundle (checked first: the recipe writes it after training); "
+                        "copy it over models/bundles/NAME to ship it")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--layers", type=int, default=0,
                    help="train a student with the base model's first N layers (0: the full model)")
