@@ -51,6 +51,8 @@ def evaluate_cascade(
         raise ConfigError("cascade evaluation needs labelled pairs")
     if any(not 0.0 <= e <= 1.0 for e in levels):
         raise ConfigError(f"escalation levels must lie in [0, 1], got {list(levels)}")
+    if any(not 0.0 <= a <= 1.0 for a in simulated_accuracy):  # an LLM right 150% of the time is no simulation
+        raise ConfigError(f"simulated LLM accuracies must lie in [0, 1], got {list(simulated_accuracy)}")
     start = time.perf_counter()
     texts = [(p.query, p.text) for p in pairs]
     graded = primary.scores_as_graded(texts)  # rule-decided pairs as grade gives them: P 0, never escalated

@@ -60,12 +60,20 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _numbers(text: str, option: str) -> list[float]:
+    """A comma-separated list of numbers, or a ConfigError naming the option and the item that is not one."""
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{option} takes numbers separated by commas, such as 0,0.1,0.2; got {text!r}") from None
+
+
 def _eval_cascade(args: argparse.Namespace, grader: CrossEncoderGrader, data: PairSet) -> int:
     from training.cascade_eval import evaluate_cascade
     from training.evaluate import write_report
 
-    levels = [float(v) for v in args.levels.split(",")]
-    simulated = [float(v) for v in args.simulate_accuracy.split(",")] if args.simulate_accuracy else []
+    levels = _numbers(args.levels, "--levels")
+    simulated = _numbers(args.simulate_accuracy, "--simulate-accuracy") if args.simulate_accuracy else []
     pairs = data.pairs[: args.limit] if args.limit else data.pairs
     report = evaluate_cascade(grader, pairs, llm=llm_from_args(args), levels=levels, simulated_accuracy=simulated)
     report["data"] = data.summary()

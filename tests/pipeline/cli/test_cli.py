@@ -446,6 +446,11 @@ def test_eval_cascade_prints_tables_and_writes_json(capsys, tmp_path, squad_pair
     text = capsys.readouterr().out
     assert "SIMULATION" in text and "escalation rate" in text and "auto error rate" in text
     assert json.loads(out.read_text())["simulated"]["llm_accuracy_0.90"]["rows"][1]["escalation_rate"] == 0.5
+    for option, value, named in (("--levels", "0,a", "--levels takes numbers separated by commas"),  # a traceback
+                                 ("--simulate-accuracy", "1.5", "simulated LLM accuracies must lie in [0, 1]"),
+                                 ("--levels", "0,2", "escalation levels must lie in [0, 1]")):
+        assert main(["eval", "--cascade", "--data", str(squad_pairs_file), option, value]) == 2
+        assert named in capsys.readouterr().err
 
 
 @pytest.mark.slow
