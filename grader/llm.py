@@ -65,6 +65,8 @@ class LLMGrader:
         self.model = self.config.resolved_model()
         self._client = client
         self._openai = require("openai", "llm")
+        if client is None:
+            openai_client_kwargs(self.config)  # no endpoint, or one without a scheme: say so now, not per call
         self.breaker = CircuitBreaker(self.config.breaker_failures, self.config.breaker_reset_s)
         self.cache = JudgementCache(self.config.cache_dir) if self.config.cache_dir else None
         self.stats = LLMStats()

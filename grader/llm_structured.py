@@ -87,8 +87,13 @@ def _retry_after(exc: Any) -> float | None:
 
 
 def base_url_of(config: Any) -> str | None:
-    """The server URL a client of ``config`` talks to (None: the SDK's default, OpenAI)."""
-    return config.base_url or os.environ.get("OPENAI_BASE_URL")
+    """The server URL a client of ``config`` talks to (None: the SDK's default, OpenAI). $OPENAI_BASE_URL is held
+    to the rule LLMConfig.base_url is: without a scheme every call would fail, each retried, long after start-up."""
+    url = config.base_url or os.environ.get("OPENAI_BASE_URL")
+    if url and not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(f"$OPENAI_BASE_URL must be an http:// or https:// URL such as http://127.0.0.1:8080/v1, "
+                          f"got {url!r}")
+    return url
 
 
 def openai_client_kwargs(config: Any) -> dict[str, Any]:
@@ -126,6 +131,8 @@ class StructuredLLM:
         self.model = config.resolved_model()
         self._openai = require("openai", "llm")
         self._client = client
+        if client is None:
+            openai_client_kwargs(config)  # no endpoint, or one without a scheme: say so now, not per call
         self.breaker = breaker or CircuitBreaker(config.breaker_failures, config.breaker_reset_s)
         self.usage = LLMStats()
         self._lock = threading.Lock()

@@ -186,5 +186,8 @@ def test_config_errors(monkeypatch):
         with pytest.raises(ConfigError, match=f"LLMConfig.{name} must be .*, got {bad}"):
             LLMConfig(**{name: bad})
     assert LLMConfig(base_url="HTTPS://api.example.com/v1", input_cost_per_mtok=0.0).timeout_s == 30.0
+    monkeypatch.setenv("OPENAI_BASE_URL", "localhost:8080")  # the same rule for the variable, checked at start-up
+    with pytest.raises(ConfigError, match=r"\$OPENAI_BASE_URL must be an http:// or https:// URL"):
+        LLMGrader(LLMConfig(model="m"))
     monkeypatch.setenv("CRAG_LLM_MODEL", "from-env")
     assert LLMGrader(LLMConfig(base_url="http://127.0.0.1:9/v1")).model == "from-env"
