@@ -276,7 +276,8 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
         corrected = answered and sum(1 for t in result.trace if t.action == "retrieve") > 1
         sources_ok = not item.get("expected_sources") or any(
             s["source"] in item["expected_sources"] for s in result.sources)
-        contains = any(a.lower() in (result.answer or "").lower() for a in item.get("answers", []))
+        golds = item.get("answers")  # None when the record gives no gold answers: not a miss
+        contains = None if not golds else any(a.lower() in (result.answer or "").lower() for a in golds)
         expected = item.get("expected_action")
         action_ok = expected is None or expected == _ACTION.get(result.outcome, result.outcome.value)
         rows.append({"query": item["query"], "outcome": result.outcome.value, "must_abstain": item["must_abstain"],
@@ -292,7 +293,8 @@ def _eval_pipeline(args: argparse.Namespace) -> int:
         "abstention_fidelity": sum(not r["answered"] for r in must) / len(must) if must else None,
         "wrong_answer_rate": sum(r["answered"] for r in must) / len(must) if must else None,
         "answer_rate_when_answerable": sum(r["answered"] for r in can) / len(can) if can else None,
-        "gold_answer_in_answer": sum(r["answer_contains_gold"] for r in can) / len(can) if can else None,
+        "gold_answer_in_answer": _mean([r["answer_contains_gold"] for r in can
+                                        if r["answer_contains_gold"] is not None]),
         "expected_action_accuracy": sum(r["action_ok"] for r in rows) / len(rows),
         "sources_accuracy_when_answered": _mean([r["sources_ok"] for r in rows if r["answered"] and
                                                  not r["must_abstain"]]),
@@ -329,6 +331,11 @@ def read_golden(path: Path) -> list[dict]:
         action = item.get("expected_action")
         if action is not None and action not in GOLDEN_ACTIONS:
             raise DataError(f"{path}:{number}: expected_action {action!r} is not one of {list(GOLDEN_ACTIONS)}")
+        for key in ("expected_sources", "answers"):  # one string would be matched letter by letter
+            value = item.get(key)
+            if value is not None and not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+                raise DataError(f"{path}:{number}: {key!r} must be a list of non-empty strings, e.g. "
+                                f"[\"Normans.md\"], got {value!r:.80}")
         records.append(item)
     if not records:
         raise DataError(f"{path}: the golden set is empty")

@@ -331,6 +331,15 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
     golden.write_text('{"query": "x y z", "must_abstain": "no"}\n', encoding="utf-8")
     assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
     assert "golden.jsonl:1" in capsys.readouterr().err
+    for key in ("expected_sources", "answers"):  # one string used to be matched letter by letter ("N" in a source)
+        golden.write_text(json.dumps({"query": "Who were the Normans?", "must_abstain": False, key: "Normans.md"})
+                          + "\n", encoding="utf-8")
+        assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
+        assert f"golden.jsonl:1: '{key}' must be a list of non-empty strings" in capsys.readouterr().err
+    golden.write_text('{"query": "Who were the Normans?", "must_abstain": false}\n', encoding="utf-8")
+    assert main(["eval-pipeline", "--demo", "--golden", str(golden), "--json"]) == 0
+    no_golds = json.loads(capsys.readouterr().out)  # no gold answers given: not measured, rather than 0% found
+    assert no_golds["gold_answer_in_answer"] is None and no_golds["rows"][0]["answer_contains_gold"] is None
 
 
 @pytest.mark.parametrize(("command", "target", "named"), [
