@@ -331,7 +331,7 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
     golden.write_text('{"query": "x y z", "must_abstain": "no"}\n', encoding="utf-8")
     assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
     assert "golden.jsonl:1" in capsys.readouterr().err
-    for key in ("expected_sources", "answers"):  # one string used to be matched letter by letter ("N" in a source)
+    for key in ("expected_sources", "answers"):  # one string: answers matched letter by letter, sources as substrings
         golden.write_text(json.dumps({"query": "Who were the Normans?", "must_abstain": False, key: "Normans.md"})
                           + "\n", encoding="utf-8")
         assert main(["eval-pipeline", "--demo", "--golden", str(golden)]) == 2
