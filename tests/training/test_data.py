@@ -32,6 +32,10 @@ def test_csv_and_tsv_with_optional_fields(tmp_path):
     graded = load_pairs(tmp_path / "a.tsv", label_map=parse_label_map("3=relevant,0-2=irrelevant"))
     assert graded.pairs[0].label is Verdict.RELEVANT
     assert graded.pairs[0].query_id == query_key("q") == query_key("  Q ")
+    (tmp_path / "excel.csv").write_text(  # as spreadsheets save CSV where the decimal mark is a comma
+        'query;text;label\nWho?;Him, the one in red.;1\n"Who; really?";Her.;0\n', encoding="utf-8")
+    semicolons = load_pairs(tmp_path / "excel.csv")  # used to be "header ['query;text;label'] lacks column(s)"
+    assert [(p.query, p.text) for p in semicolons.pairs] == [("Who?", "Him, the one in red."), ("Who; really?", "Her.")]
 
 
 def test_all_bad_lines_reported_with_file_and_line(tmp_path):
