@@ -47,7 +47,12 @@ def _mine(args: argparse.Namespace) -> int:
     mined = mine_hard_negatives(data.pairs, corpus=corpus, per_query=args.per_query, margin=args.margin,
                                 method=args.method, model_dir=model_dir)
     count = write_pairs([*data.pairs, *mined], args.out)
-    print_json({"out": args.out, "pairs": count, "mined": len(mined)})
+    result: dict[str, object] = {"out": args.out, "pairs": count, "mined": len(mined)}
+    if not mined:  # say why, or 0 reads like a failure of the method
+        result["note"] = ("nothing mined: only queries whose pairs are all relevant get negatives, and a negative "
+                          "is another text of --data (or of --corpus) scoring for the query above 0 and below "
+                          "--margin times its best relevant text")
+    print_json(result)
     return 0
 
 

@@ -123,6 +123,20 @@ def test_calibrate_writes_a_new_bundle(capsys, tmp_path, squad_pairs_file):
     assert "exists" in capsys.readouterr().err
 
 
+def test_mine_says_why_it_mined_nothing(capsys, tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"query": "Who founded Normandy?", "text": "Rollo founded Normandy.", "label": "relevant"},
+            {"query": "Who founded Normandy?", "text": "Bananas are yellow.", "label": "irrelevant"},
+            {"query": "When was Rollo baptised?", "text": "Rollo was baptised in 912.", "label": "relevant"}]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["mine", "--data", str(pairs), "--out", str(tmp_path / "mined.jsonl")]) == 0
+    mined = json.loads(capsys.readouterr().out)  # the second query's one candidate shares its words: mined
+    assert mined["mined"] == 1 and "note" not in mined
+    assert main(["mine", "--data", str(pairs), "--out", str(tmp_path / "none.jsonl"), "--margin", "0.01"]) == 0
+    nothing = json.loads(capsys.readouterr().out)  # 0 used to stand alone, like a failure of the method
+    assert nothing["mined"] == 0 and nothing["note"].startswith("nothing mined: only queries whose pairs are all")
+
+
 def test_convert_and_train_via_cli(capsys, tmp_path, fixtures):
     pairs = tmp_path / "pairs.jsonl"
     assert main(["convert", "squad", str(fixtures / "squad_mini.json"), "--out", str(pairs)]) == 0
