@@ -19,6 +19,7 @@ from typing import Any
 from grader.factory import load_cross_encoder
 from grader.llm import LLMConfig
 from grader.llm_args import add_llm_arguments, llm_config_from_args
+from grader.llm_structured import openai_client_kwargs
 from grader.resilience import RetryPolicy
 from models.deps import require
 from models.errors import ConfigError
@@ -85,6 +86,9 @@ def check_serve_options(args: argparse.Namespace, settings: dict[str, Any]) -> N
     service_limits(settings["limits"])
     RAGConfig(**settings["rag"])
     web_provider(settings["web"], settings["web_url"])  # a web URL without --web, a missing Tavily key
+    llm = llm_config_from_args(args)
+    if llm is not None:
+        openai_client_kwargs(llm)  # no endpoint, or one without a scheme: one line here, not a traceback per worker
 
 
 def app_from_env() -> Any:

@@ -313,8 +313,11 @@ def test_serve_takes_the_corrective_loop_options_that_ask_takes(tmp_path, monkey
      "--max-chunks must be greater than or equal to 1, got 0; --max-body-bytes must be greater than or equal to 1024"),
     (["--access-denied-coverage", "2", "--workers", "2"], "access_denied_min_coverage must be in (0, 1] or None"),
     (["--web-url", "http://127.0.0.1:8888", "--workers", "2"], "given without a provider; pass --web searxng"),
+    (["--llm-model", "m", "--workers", "2"], "no LLM endpoint: set base_url (--llm-base-url)"),  # a worker traceback
 ])
-def test_serve_refuses_options_out_of_range_by_name_before_starting(capsys, tmp_path, options, named):
+def test_serve_refuses_options_out_of_range_by_name_before_starting(capsys, tmp_path, monkeypatch, options, named):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     store = tmp_path / "keys.json"
     assert main(["keys", "create", "--store", str(store), "--tenant", "demo"]) == 0
     capsys.readouterr()
