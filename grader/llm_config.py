@@ -7,14 +7,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from grader.resilience import RetryPolicy
+from grader.resilience import RetryPolicy, check_http_url
 from models.errors import ConfigError
 from models.types import Verdict
 
-__all__ = ["MODES", "LLMConfig", "LLMFailure", "LLMJudgement", "Mode"]
+__all__ = ["LOCAL_SERVER_EXAMPLE", "MODES", "LLMConfig", "LLMFailure", "LLMJudgement", "Mode"]
 
 Mode = Literal["json_schema", "json_object", "logprobs"]
 MODES = ("json_schema", "json_object", "logprobs")
+LOCAL_SERVER_EXAMPLE = "http://127.0.0.1:8080/v1"  # what an OpenAI-compatible local server's URL looks like
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,10 +51,8 @@ class LLMConfig:
             value = getattr(self, name)
             if not (value >= 0 if low_ok else value > 0):  # NaN fails both
                 raise ConfigError(f"LLMConfig.{name} must be {'>= 0' if low_ok else '> 0'}, got {value}")
-        if self.base_url is not None and not self.base_url.lower().startswith(("http://", "https://")):
-            # otherwise every call would fail as a connection error, each retried, long after start-up
-            raise ConfigError(f"LLMConfig.base_url must be an http:// or https:// URL such as "
-                              f"http://127.0.0.1:8080/v1, got {self.base_url!r}")
+        if self.base_url is not None:
+            check_http_url(self.base_url, "LLMConfig.base_url", LOCAL_SERVER_EXAMPLE)
         if self.mode == "logprobs" and self.chunks_per_call != 1:
             raise ConfigError("logprobs mode asks about one chunk per call; set chunks_per_call=1")
 

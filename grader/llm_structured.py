@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from grader.resilience import CircuitBreaker
+from grader.llm_config import LOCAL_SERVER_EXAMPLE
+from grader.resilience import CircuitBreaker, check_http_url
 from models.deps import require
 from models.errors import ConfigError, LLMError
 
@@ -89,11 +90,10 @@ def _retry_after(exc: Any) -> float | None:
 def base_url_of(config: Any) -> str | None:
     """The server URL a client of ``config`` talks to (None: the SDK's default, OpenAI). $OPENAI_BASE_URL is held
     to the rule LLMConfig.base_url is: without a scheme every call would fail, each retried, long after start-up."""
-    url = config.base_url or os.environ.get("OPENAI_BASE_URL")
-    if url and not url.lower().startswith(("http://", "https://")):
-        raise ConfigError(f"$OPENAI_BASE_URL must be an http:// or https:// URL such as http://127.0.0.1:8080/v1, "
-                          f"got {url!r}")
-    return url
+    if config.base_url:  # LLMConfig checked it
+        return str(config.base_url)
+    url = os.environ.get("OPENAI_BASE_URL")
+    return check_http_url(url, "$OPENAI_BASE_URL", LOCAL_SERVER_EXAMPLE) if url else None
 
 
 def openai_client_kwargs(config: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from models.errors import ConfigError
 
-__all__ = ["CircuitBreaker", "RetryPolicy"]
+__all__ = ["CircuitBreaker", "RetryPolicy", "check_http_url"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,3 +83,11 @@ class CircuitBreaker:
             if self._trial_out or self._count >= self.failures:
                 self._opened_at = time.monotonic()
                 self._trial_out = False
+
+
+def check_http_url(url: str, what: str, example: str) -> str:
+    """``url`` when it is an http:// or https:// URL (any case), else a ConfigError naming ``what`` and an
+    ``example``: an outside system's endpoint without a scheme fails every call, each retried, long after start-up."""
+    if not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(f"{what} must be an http:// or https:// URL such as {example}, got {url!r}")
+    return url

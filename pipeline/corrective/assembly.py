@@ -11,6 +11,7 @@ from grader.factory import load_grader
 from grader.llm import LLMConfig, LLMGrader
 from grader.llm_structured import StructuredLLM
 from grader.protocol import PolicyGrader
+from grader.resilience import check_http_url
 from models.errors import ConfigError
 from pipeline.corrective.generation import LLMAnswerer
 from pipeline.corrective.loop import CorrectiveRAG, RAGConfig
@@ -43,9 +44,8 @@ def web_provider(kind: str | None, url: str | None, api_key_env: str = "TAVILY_A
             raise ConfigError(f"a web search URL ({url}) was given without a provider; pass --web searxng or "
                               "--web tavily with it")
         return None
-    if url and not url.lower().startswith(("http://", "https://")):
-        raise ConfigError(f"the web search URL must be an http:// or https:// URL such as http://127.0.0.1:8888, "
-                          f"got {url!r}")
+    if url:
+        check_http_url(url, "the web search URL", "http://127.0.0.1:8888")
     if kind == "tavily":
         key = os.environ.get(api_key_env, "")
         if not key:
