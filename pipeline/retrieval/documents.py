@@ -7,7 +7,7 @@ import hashlib
 import logging
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
-           "check_search", "chunk_text", "is_record_metadata", "read_document", "read_document_as",
+           "check_roles", "check_search", "chunk_text", "is_record_metadata", "read_document", "read_document_as",
            "reveals_access_denied", "term_coverage"]
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,18 @@ def check_name(kind: str, value: object) -> str:
         raise ConfigError(f"{kind} name {value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
                           "starting with a letter or digit")
     return value
+
+
+def check_roles(roles: Iterable[str]) -> frozenset[str]:
+    """Role names as the frozenset access checks take (a list or set works too), each by :func:`check_name`; one
+    string is refused: roles="support" would be read as the roles s, u, p, o, r, t."""
+    if isinstance(roles, str | bytes):
+        raise ConfigError(f"roles must be a collection of role names, not one string: write "
+                          f"roles=frozenset({{{roles!r}}}), got roles={roles!r}")
+    try:
+        return frozenset(check_name("role", role) for role in roles)
+    except TypeError:
+        raise ConfigError(f"roles must be a collection of role names, got {roles!r}") from None
 
 
 def check_search(query: object, k: int, filters: object) -> None:
@@ -128,16 +140,7 @@ class Principal:
 
     def __post_init__(self) -> None:
         check_name("tenant", self.tenant)
-        if isinstance(self.roles, str | bytes):  # roles="support" would be read as the roles s, u, p, o, r, t
-            raise ConfigError(f"roles must be a collection of role names, not one string: write "
-                              f"roles=frozenset({{{self.roles!r}}}), got roles={self.roles!r}")
-        try:
-            roles = frozenset(self.roles)  # a list or set works too; access checks need set operations
-        except TypeError:
-            raise ConfigError(f"roles must be a collection of role names, got {self.roles!r}") from None
-        for role in roles:
-            check_name("role", role)
-        object.__setattr__(self, "roles", roles)
+        object.__setattr__(self, "roles", check_roles(self.roles))
 
     def may_read(self, chunk: StoredChunk) -> bool:
         """Same tenant, and either no role restriction or a shared role."""

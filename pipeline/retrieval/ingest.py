@@ -26,6 +26,7 @@ from pipeline.retrieval.documents import (
     StoredChunk,
     check_encoding,
     check_name,
+    check_roles,
     chunk_id_for,
     chunk_text,
 )
@@ -136,7 +137,7 @@ class ChunkFields:
 
     def __post_init__(self) -> None:
         check_name("tenant", self.tenant)
-        object.__setattr__(self, "roles", frozenset(check_name("role", r) for r in self.roles))
+        object.__setattr__(self, "roles", check_roles(self.roles))
         if self.status not in STATUSES:
             raise ConfigError(f"status must be one of {list(STATUSES)}, got {self.status!r}")
         if self.effective_date and not _is_calendar_date(self.effective_date):
@@ -166,7 +167,7 @@ def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, ro
     """Chunk the documents and write them in one transaction; see the module docstring for re-adds.
     ``encoding``: the charset of text files that are not UTF-8 (an HTML page's own declaration comes first)."""
     check_encoding(encoding)
-    fields = ChunkFields(tenant=tenant, roles=frozenset(roles), status=status, effective_date=effective_date,
+    fields = ChunkFields(tenant=tenant, roles=check_roles(roles), status=status, effective_date=effective_date,
                          authority=authority, max_chars=max_chars)
     unsupported: Counter[str] = Counter()
     files = collect_files(paths, unsupported)

@@ -89,6 +89,7 @@ def test_an_unreadable_upload_writes_nothing_and_names_itself(tmp_path):
     ({"status": "draft"}, "status must be one of ['active', 'superseded'], got 'draft'"),
     ({"authority": 5000}, "authority must be an int in [-1000, 1000], got 5000"),
     ({"authority": True}, "got True"),
+    ({"roles": "ops"}, "roles must be a collection of role names, not one string"),  # was the roles o, p, s
 ])
 def test_chunk_fields_refuse_what_would_mis_rank_conflicts(fields, named):
     with pytest.raises(ConfigError) as caught:
