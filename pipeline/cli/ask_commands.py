@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from models.output import print_json, print_table
 from models.progress import progress
 from models.registry import MODEL_OPTION_HELP
-from pipeline.retrieval.ingest import READABLE, ingest
+from pipeline.retrieval.ingest import READABLE, STATUSES, ingest
 
 __all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
 
@@ -157,7 +157,7 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     _add_store(add, index_help="local index directory (created if missing)")
     add.add_argument("--tenant", required=True)
     add.add_argument("--roles", default="", help="comma-separated roles allowed to read (default: all of the tenant)")
-    add.add_argument("--status", default="active", choices=["active", "superseded"])
+    add.add_argument("--status", default="active", choices=list(STATUSES))
     add.add_argument("--effective-date", default="",
                      help="YYYY-MM-DD, a real day: on conflicting versions the newer one wins")
     add.add_argument("--authority", type=int, default=0,

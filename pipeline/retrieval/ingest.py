@@ -31,7 +31,8 @@ from pipeline.retrieval.documents import (
     chunk_text,
 )
 
-__all__ = ["READABLE", "ChunkFields", "IngestReport", "WritableIndex", "collect_files", "ingest", "ingest_documents"]
+__all__ = ["AUTHORITY_RANGE", "READABLE", "STATUSES", "ChunkFields", "IngestReport", "WritableIndex", "collect_files",
+           "ingest", "ingest_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def _documents(files: list[Path], encoding: str | None, unsupported: Counter[str
 
 
 STATUSES = ("active", "superseded")
-AUTHORITY_RANGE = 1000  # as PUT /v1/documents takes it
+AUTHORITY_RANGE = 1000  # the bound of --authority and of PUT /v1/documents?authority=
 
 
 @dataclass(frozen=True, kw_only=True)

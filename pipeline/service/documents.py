@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from models.errors import ConfigError, DataError, MissingDependencyError
-from pipeline.retrieval.ingest import ChunkFields
+from pipeline.retrieval.ingest import AUTHORITY_RANGE, ChunkFields
 from pipeline.retrieval.uploads import (
     MAX_NAME_CHARS,
     NAME_PATTERN,
@@ -106,7 +106,8 @@ def add_document_routes(app: Any, *, retriever: Any, caller: Any, limits: Any, o
             roles: str = Query("", description="comma-separated roles that may read it (default: the whole tenant)"),
             status: Literal["active", "superseded"] = "active",
             effective_date: str = Query("", pattern=DATE, description="YYYY-MM-DD: newer wins on conflicts"),
-            authority: int = Query(0, ge=-1000, le=1000, description="higher wins on conflicts of the same date"),
+            authority: int = Query(0, ge=-AUTHORITY_RANGE, le=AUTHORITY_RANGE,
+                                   description="higher wins on conflicts of the same date"),
             encoding: str | None = Query(None, description="charset of a text file that is not UTF-8"),
             skip_errors: bool = Query(False, description="index an archive's readable members, report the others"),
             key: ApiKey = authorised) -> DocumentWritten:
