@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from grader.policy import ThresholdPolicy
@@ -202,10 +203,23 @@ class Answerer:
             chunk, grade = self.pool[cid]
             entry = {"chunk_id": cid, "source": chunk.source, "title": chunk.title,
                      "probability": round(grade.probability, 4)}
+            if (document := shown_document(chunk)) is not None:
+                entry["document"] = document
             if chunk.metadata.get("url"):
                 entry["url"] = chunk.metadata["url"]
             out.append(entry)
         return out
+
+
+def shown_document(chunk: StoredChunk) -> str | None:
+    """The document name a source shows, which tells apart files of one name in different folders: the name it was
+    uploaded under (`PUT /v1/documents/{name}`, an archive member's ``<name>/<member>``), or a relative path it was
+    indexed by. None for a file indexed by its path on the server (`crag index add` keeps absolute paths, which
+    would show the server's folders to every reader) and for chunks not read from a file (web results)."""
+    path = chunk.metadata.get("path")
+    if not isinstance(path, str) or not path or PurePosixPath(path).is_absolute() or PureWindowsPath(path).drive:
+        return None
+    return path
 
 
 def _lead(strip: Strip, previous: Strip | None) -> str:

@@ -170,6 +170,12 @@ class StoredChunk:
                 "metadata": self.metadata}
 
     @property
+    def document(self) -> str:
+        """The document the chunk came from: its file path when ingested from a file (an upload's name, or the
+        path on the server for `crag index add`), else its source name."""
+        return str(self.metadata.get("path") or self.source)
+
+    @property
     def is_record(self) -> bool:
         """A row of a table file (indexed one record a chunk): graded and quoted whole, never cut into sentences."""
         return is_record_metadata(self.metadata)

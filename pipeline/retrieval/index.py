@@ -41,7 +41,7 @@ from pipeline.retrieval.words import content_terms
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "document_of", "query_tokens"]
+__all__ = ["LocalHybridIndex", "Retriever", "WriteReport", "query_tokens"]
 
 RRF_K = 60
 EXACT_SCAN_MAX = 4096
@@ -243,7 +243,7 @@ class LocalHybridIndex:
             if replace_documents:
                 keep: dict[tuple[str, str], set[str]] = {}
                 for chunk in new:
-                    keep.setdefault((chunk.tenant, document_of(chunk)), set()).add(chunk.chunk_id)
+                    keep.setdefault((chunk.tenant, chunk.document), set()).add(chunk.chunk_id)
                 for (tenant, document), ids in keep.items():
                     stale = [cid for (cid,) in conn.execute(
                         "SELECT chunk_id FROM chunks WHERE tenant = ? AND document = ?", (tenant, document))
@@ -305,7 +305,7 @@ class LocalHybridIndex:
         conn.execute(
             "INSERT INTO chunks (chunk_id, tenant, scope, document, source, title, position, allowed_roles, status, "
             "effective_date, authority, metadata, text) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (chunk.chunk_id, chunk.tenant, scope, document_of(chunk), chunk.source, chunk.title, chunk.position,
+            (chunk.chunk_id, chunk.tenant, scope, chunk.document, chunk.source, chunk.title, chunk.position,
              json.dumps(sorted(chunk.allowed_roles)), chunk.status, chunk.effective_date, chunk.authority,
              json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True), chunk.text))
         rowid = conn.last_insert_rowid()
@@ -512,11 +512,6 @@ class LocalHybridIndex:
         visible_best = max((s for scope, s, _ in rows if scope in readable), default=0.0)
         return sum(1 for scope, s, text in rows if scope not in readable and s >= 0.5 * best and s > visible_best
                    and reveals_access_denied(terms, text, min_coverage))
-
-
-def document_of(chunk: StoredChunk) -> str:
-    """The document a chunk came from: its file path when ingested from a file, else its source name."""
-    return str(chunk.metadata.get("path") or chunk.source)
 
 
 def _chunk_from_row(row: Sequence[Any]) -> StoredChunk:

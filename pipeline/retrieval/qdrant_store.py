@@ -25,7 +25,7 @@ from pipeline.retrieval.documents import (
     reveals_access_denied,
 )
 from pipeline.retrieval.embedding import Embedder, default_embedder
-from pipeline.retrieval.index import WriteReport, document_of, query_tokens
+from pipeline.retrieval.index import WriteReport, query_tokens
 from pipeline.retrieval.words import content_terms
 
 __all__ = ["QdrantRetriever"]
@@ -135,7 +135,7 @@ class QdrantRetriever:
         if replace_documents:
             keep: dict[tuple[str, str], list[str]] = {}
             for chunk in new:
-                keep.setdefault((chunk.tenant, document_of(chunk)), []).append(self._point_id(chunk))
+                keep.setdefault((chunk.tenant, chunk.document), []).append(self._point_id(chunk))
             for (tenant, document), ids in keep.items():
                 removed += self._delete(self._qm.Filter(must=[self._tenant_is(tenant), self._document_is(document)],
                                                         must_not=[self._qm.HasIdCondition(has_id=ids)]))

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from pipeline.retrieval.documents import StoredChunk
 from pipeline.retrieval.index import LocalHybridIndex
+from pipeline.retrieval.ingest import ingest
 from pipeline.service.app import ServiceConfig, create_app
 from pipeline.service.keys import KeyStore
 from pipeline.service.schemas import Limits
@@ -42,14 +43,17 @@ def _client(tmp_path, tokens, grader, *, backend="local", retriever=None, **limi
     return TestClient(app), index
 
 
+def _stored_chunks(index):
+    """Every stored chunk, in either backend."""
+    if isinstance(index, LocalHybridIndex):
+        return list(index.iter_chunks())
+    points, _ = index.client.scroll(index.collection, limit=10_000, with_payload=True)
+    return [StoredChunk.from_dict(p.payload) for p in points]
+
+
 def _stored(index):
     """(tenant, document path, text) of every stored chunk, in either backend."""
-    if isinstance(index, LocalHybridIndex):
-        chunks = list(index.iter_chunks())
-    else:
-        points, _ = index.client.scroll(index.collection, limit=10_000, with_payload=True)
-        chunks = [StoredChunk.from_dict(p.payload) for p in points]
-    return sorted((c.tenant, c.metadata["path"], c.text) for c in chunks)
+    return sorted((c.tenant, c.metadata["path"], c.text) for c in _stored_chunks(index))
 
 
 def _auth(tokens, who):
@@ -77,6 +81,32 @@ def test_an_uploaded_document_is_answered_from_for_its_tenant_only(tmp_path, tok
     assert "45 days" in (ours["answer"] or "") and ours["sources"]
     assert theirs["outcome"] == "abstention" and not theirs["sources"]
     assert [tenant for tenant, _, _ in _stored(index)] == ["acme"]
+
+
+def test_sources_name_the_uploaded_document_so_same_named_files_are_told_apart(tmp_path, tokens, grader, backend):
+    client, index = _client(tmp_path, tokens, grader, backend=backend)
+    draft = REFUNDS.replace(b"45 days", b"45 days (draft of 2019)")
+    with client:
+        for name, body in (("policies/refunds.md", REFUNDS), ("archive/refunds.md", draft)):
+            assert client.put(f"/v1/documents/{name}", content=body, headers=_auth(tokens, "writer")).status_code == 200
+        sources = client.post("/v1/query", json=QUESTION, headers=_auth(tokens, "reader")).json()["sources"]
+    assert sources and {s["source"] for s in sources} == {"refunds.md"}
+    assert {s["document"] for s in sources} <= {"policies/refunds.md", "archive/refunds.md"}
+    by_id = {s["chunk_id"]: s["document"] for s in sources}
+    stored = {c.chunk_id: c.metadata["path"] for c in _stored_chunks(index)}
+    assert all(stored[cid] == document for cid, document in by_id.items())
+
+
+def test_a_file_indexed_by_its_server_path_shows_no_path(tmp_path, tokens, grader):
+    client, index = _client(tmp_path, tokens, grader)
+    folder = tmp_path / "srv" / "hr"
+    folder.mkdir(parents=True)
+    (folder / "refunds.md").write_bytes(REFUNDS)
+    ingest(index, [folder], tenant="acme")
+    with client:
+        sources = client.post("/v1/query", json=QUESTION, headers=_auth(tokens, "reader")).json()["sources"]
+    assert sources and all(s["source"] == "refunds.md" and "document" not in s for s in sources)
+    assert str(tmp_path) not in str(sources)
 
 
 def test_roles_of_an_upload_decide_who_reads_it(tmp_path, tokens, grader):
