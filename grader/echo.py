@@ -1,7 +1,8 @@
 """Chunks that cannot answer anything: decided irrelevant without the model.
 
 - Echoes: a chunk whose content words all occur in the query ("hello" for "hello", "So is there an IKEA
-  there?" for "Is there an IKEA in Dubai?", "???") carries no information beyond the question.
+  there?" for "Is there an IKEA in Dubai?") carries no information beyond the question; nor does one made only of
+  common words or punctuation ("???", "a", "is it?").
 - No words: a chunk without a word of two letters or a digit ("y", "- -", "a b c").
 
 A cross-encoder and a bi-encoder both score echoes high (they share every word with the query), so these
@@ -61,7 +62,10 @@ def non_answer_reason(query: str, text: str) -> str | None:
     """Why ``text`` cannot answer ``query`` whatever a model says, or None when the model must judge it."""
     if not text.strip():
         return "empty chunk text"
-    if repeats_query(query, text):
+    content = _content_words(text)
+    if not content:  # "a", "???", "is it?": nothing of the query repeated, and nothing else either
+        return "the chunk has only common words (such as 'the', 'is') or punctuation; nothing that could answer"
+    if content <= _query_words(query):
         return "the chunk only repeats words of the query; it adds nothing that could answer it"
     if not _REAL_WORD.search(text):
         return "the chunk has no word of two letters or more and no number"

@@ -36,6 +36,9 @@ def test_grader_decides_echoes_without_the_model_and_grades_the_rest():
 @pytest.mark.parametrize(("query", "text", "reason"), [
     ("What is the capital of France?", "   ", "empty"),
     ("hello", "hello", "repeats"),
+    ("return policy", "a", "only common words"),  # repeats nothing of the query: not called an echo
+    ("What is the capital of France?", "???", "only common words"),
+    ("Is there an IKEA in Dubai?", "So is there an IKEA there?", "repeats"),
     ("x", "y", "no word"),
     ("What is the capital of France?", "- - z", "no word"),
     ("What is the capital of France?", "Paris.", None),
