@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.types import NON_BLANK
 
-__all__ = ["GradeOut", "GradeResponse", "Limits", "QueryResponse", "request_models"]
+__all__ = ["GradeOut", "GradeResponse", "Limits", "QueryResponse", "SourceOut", "request_models"]
 
 
 class Limits(BaseModel):
@@ -83,11 +83,23 @@ class GradeResponse(BaseModel):
     model: str
 
 
+class SourceOut(BaseModel):
+    """A passage the answer (or message) rests on."""
+
+    chunk_id: str
+    source: str = Field(description="the file name; \"web\" for a web result (see url)")
+    title: str
+    probability: float = Field(description="the grader's probability that the passage is relevant")
+    document: str | None = Field(None, description="the name a document was uploaded under "
+                                                   "(PUT /v1/documents/{name}); null for files indexed on the server")
+    url: str | None = Field(None, description="a web result's address")
+
+
 class QueryResponse(BaseModel):
     outcome: Literal["answer", "partial_answer", "clarification", "abstention", "access_denied"]
     message: str
     answer: str | None
-    sources: list[dict[str, Any]]
+    sources: list[SourceOut]
     decision: Literal["correct", "ambiguous", "incorrect"] | None
     quality: dict[str, Any] | None
     grounding: str
