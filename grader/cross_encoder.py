@@ -275,6 +275,16 @@ class CrossEncoderGrader:
         return [contrast_reason(q, t) if p >= self.policy.upper else None
                 for (q, t), p in zip(pairs, probs, strict=True)]
 
+    def _query_reading(self, query: str) -> str | None:
+        """Says so when the model read only the ends of a long query (the text keeps room for its windows)."""
+        query = whole_characters(query)  # as score_pairs reads it
+        if self.runs_cross_encoder and self.encoder.fit_query(query)[1]:
+            return (f"long query: the model read its first and last {self.encoder.query_end_tokens} tokens, "
+                    "not the middle")
+        if self._cosine_only is not None and self._cosine_only.cuts(query):
+            return f"long query: the model read its first {self._cosine_only.max_length - 2} tokens"
+        return None
+
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
         return np.clip(self.calibrator.predict(logits), 0.0, 1.0)
@@ -312,13 +322,17 @@ class CrossEncoderGrader:
             if n_truncated:
                 logger.info("truncated %d of %d chunks to max_length=%d", n_truncated, len(live), window_tokens)
             swaps = self._swaps(pairs, probs)
+            query_notes = [self._query_reading(query) for query, _ in prepared]
             for j, (r, i) in enumerate(live):
                 withheld = swaps[j] is not None  # not accepted without a second opinion
                 verdict, uncertain = self.policy.verdict(float(probs[j]), withheld=withheld)
-                reasons = [f"truncated: read {int(scored.windows[j])} windows of {window_tokens} tokens; the rest "
-                           "was not read"] if scored.truncated[j] else []
+                read = int(scored.windows[j])
+                reasons = [f"truncated: read {read} window{'s' if read != 1 else ''} of {window_tokens} tokens; the "
+                           "rest was not read"] if scored.truncated[j] else []
                 if withheld:
                     reasons.insert(0, f"uncertain: {swaps[j]}")
+                if (note := query_notes[r]) is not None:
+                    reasons.append(note)
                 out[r][i] = Grade(
                     verdict=verdict,
                     probability=float(probs[j]),

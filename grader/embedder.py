@@ -80,6 +80,11 @@ class OnnxMiniLMEmbedder:
         # names vectors that are bit-identical to this embedder's (an index records it to share its vectors)
         self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
+    def cuts(self, text: str) -> bool:
+        """Whether ``embed`` reads only the first ``max_length`` tokens of ``text`` (a query is not windowed)."""
+        return bool(self.tokenizer.encode(whole_characters(text[: (self.max_length + 1) * CHARS_PER_TOKEN_CAP]))
+                    .overflowing) or len(text) > (self.max_length + 1) * CHARS_PER_TOKEN_CAP
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed([whole_characters(text) for text in texts])  # a lone "\ud83d" cannot be tokenised
 

@@ -24,6 +24,12 @@ __all__ = ["CHARS_PER_TOKEN_CAP", "EncodedBatch", "PairEncoder", "Windows"]
 CHARS_PER_TOKEN_CAP = 12
 
 
+def _tokenizer_refusal(exc: BaseException) -> bool:
+    """Whether ``tokenizers`` refused to window a pair: it raises a bare Exception when the query leaves no room
+    for the text, and panics (pyo3's PanicException, a BaseException) when the room left is under the stride."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
 @dataclass(frozen=True)
 class EncodedBatch:
     """One padded batch; ``index`` maps rows back to the caller's pair order."""
@@ -54,8 +60,8 @@ class PairEncoder:
     """Tokenise (query, text) pairs from a ``tokenizer.json``."""
 
     def __init__(self, tokenizer_path: str | Path, max_length: int) -> None:
-        if not isinstance(max_length, int) or not 8 <= max_length <= 8192:
-            raise ConfigError(f"max_length must be an int in [8, 8192], got {max_length!r}")
+        if not isinstance(max_length, int) or not 16 <= max_length <= 8192:  # room for a query and a text window
+            raise ConfigError(f"max_length must be an int in [16, 8192], got {max_length!r}")
         tokenizers = require("tokenizers", "onnx")
         try:
             self._tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_path))
@@ -69,6 +75,37 @@ class PairEncoder:
         self._windowed.no_padding()
         self.stride = max(0, max_length // 4)
         self._windowed.enable_truncation(max_length=max_length, strategy="only_second", stride=self.stride)
+        self.query_budget = max_length // 2  # a longer query would leave the text no room for its windows
+        self.query_end_tokens = (self.query_budget - 3) // 2  # kept at each end of a longer one (" ... " between)
+        self._plain = tokenizers.Tokenizer.from_file(str(tokenizer_path))
+        self._plain.no_padding()
+        self._plain.no_truncation()
+        self._fitted: dict[str, tuple[str, bool]] = {}
+
+    def fit_query(self, query: str) -> tuple[str, bool]:
+        """``query`` within ``query_budget`` tokens, and whether it was cut. The text must keep room for its
+        windows, or a long pasted question would leave the chunk one half-window (an answer further on never
+        read). A longer query keeps its first and last ``query_end_tokens`` tokens, joined by " ... ": a question
+        usually stands at one end (details pasted after it, or a story told before it). Remembered for the
+        queries of the last few calls."""
+        known = self._fitted.get(query)
+        if known is not None:
+            return known
+        half = self.query_end_tokens
+        cap = (half + 1) * CHARS_PER_TOKEN_CAP
+        if len(query) <= 2 * cap and len(self._plain.encode(query, add_special_tokens=False).ids) <= self.query_budget:
+            fitted = (query, False)
+        else:
+            head_text, tail_text = query[:cap], query[-cap:]
+            head = self._plain.encode(head_text, add_special_tokens=False).offsets
+            tail = self._plain.encode(tail_text, add_special_tokens=False).offsets
+            head_text = head_text[: head[half - 1][1]] if len(head) > half else head_text
+            tail_text = tail_text[tail[-half][0]:] if len(tail) > half else tail_text
+            fitted = (f"{head_text} ... {tail_text}", True)
+        if len(self._fitted) >= 256:
+            self._fitted.clear()
+        self._fitted[query] = fitted
+        return fitted
 
     def _clip(self, text: str, max_windows: int) -> tuple[str, bool]:
         """Text past what ``max_windows`` windows could ever read is not tokenised at all."""
@@ -83,10 +120,12 @@ class PairEncoder:
         if max_windows < 1:
             raise ConfigError(f"max_windows must be >= 1, got {max_windows}")
         clipped = [self._clip(text, max_windows) for _, text in pairs]
-        inputs = [(query, text) for (query, _), (text, _) in zip(pairs, clipped, strict=True)]
+        inputs = [(self.fit_query(query)[0], text) for (query, _), (text, _) in zip(pairs, clipped, strict=True)]
         try:
             encoded = [([enc, *enc.overflowing], False) for enc in self._windowed.encode_batch(inputs)]
-        except Exception:  # some query fills the whole window ("only_second" cannot truncate): pair by pair
+        except BaseException as exc:  # a query leaving no room for a window ("only_second" cannot cut): pair by pair
+            if not _tokenizer_refusal(exc):
+                raise
             encoded = [self._windows_of_one(query, text) for query, text in inputs]
         owner: list[int] = []
         encodings: list[object] = []
@@ -106,7 +145,9 @@ class PairEncoder:
         try:
             enc = self._windowed.encode(query, text)
             return [enc, *enc.overflowing], False
-        except Exception:  # tokenizers raises a bare Exception when "only_second" cannot truncate enough
+        except BaseException as exc:
+            if not _tokenizer_refusal(exc):
+                raise
             enc = self._tokenizer.encode(query, text)
             return [enc], bool(enc.overflowing)
 

@@ -128,7 +128,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         checks = [
-            (8 <= self.max_length <= 8192, "max_length must be in [8, 8192]"),
+            (16 <= self.max_length <= 8192, "max_length must be in [16, 8192]"),
             (self.epochs > 0, "epochs must be > 0"),
             (self.batch_size >= 1, "batch_size must be >= 1"),
             (0 < self.learning_rate < 1, "learning_rate must be in (0, 1)"),

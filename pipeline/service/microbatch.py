@@ -104,10 +104,15 @@ class MicroBatcher:
                 for request in batch:
                     self._score([request], len(request.chunks))
             return
-        except Exception as exc:  # the model itself failed: every waiting caller gets the error
+        except BaseException as exc:  # the model itself failed: every waiting caller gets the error
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
             logger.exception("grading batch failed")
+            # a native library's panic (pyo3's PanicException) is a BaseException: as a CragError it is a 503 for
+            # these callers, and this worker lives on for the next batch instead of dying with it
+            failure = exc if isinstance(exc, Exception) else CragError(f"grading failed: {type(exc).__name__}: {exc}")
             for request in batch:
-                request.future.set_exception(exc)
+                request.future.set_exception(failure)
             return
         self.batch_sizes.append(len(batch))
         if self.on_batch is not None:

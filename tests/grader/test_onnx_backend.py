@@ -109,6 +109,21 @@ def test_a_long_chunk_is_read_in_windows_and_the_best_window_counts(grader):
     assert windowed.probability > alone.probability
 
 
+def test_a_long_query_is_read_at_both_ends_and_the_grade_says_so(grader):
+    """A question after a long story: the text keeps its windows, the question is read, the reason tells."""
+    story = "I moved to Lyon last spring with my family and we have been travelling around Europe a lot since. " * 12
+    page = " ".join(["The mitochondrion is the powerhouse of the cell."] * 40) + " " + RELEVANT
+    long_query, short = story + QUERY, grader.grade(QUERY, [page, RELEVANT])
+    graded = grader.grade(long_query, [page, RELEVANT])
+    assert all("long query: the model read its first and last" in (g.reason or "") for g in graded)
+    assert graded[0].windows >= 2 and not graded[0].truncated  # the page's end was read despite the query
+    assert not any("long query" in (g.reason or "") for g in short)
+    assert graded[1].probability > grader.grade(story, [RELEVANT])[0].probability  # the question was seen
+    fast = load_grader("fast", threads=1)
+    assert "long query" in (fast.grade(story * 2 + QUERY, [RELEVANT])[0].reason or "")  # past its 254 tokens
+    assert fast.grade(long_query, [RELEVANT])[0].reason is None  # within them: read whole
+
+
 def test_max_windows_must_be_positive():
     with pytest.raises(ConfigError, match="max_windows"):
         load_grader("default", max_windows=0)

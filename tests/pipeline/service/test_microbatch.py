@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from models import ConfigError
+from models import ConfigError, CragError
 from pipeline.service.microbatch import BatchedGrader, MicroBatcher
 
 
@@ -57,3 +57,26 @@ def test_cancelled_callers_are_skipped_and_close_drains_the_queue(grader):
     assert BatchedGrader(MicroBatcher(grader)).policy == grader.policy
     with pytest.raises(ConfigError):
         MicroBatcher(grader, max_pairs=0)
+
+
+def test_a_panic_in_the_model_runtime_fails_its_batch_and_the_worker_lives_on(grader):
+    class PanicException(BaseException):  # what pyo3 raises when a native library panics (tokenizers did)
+        pass
+
+    class PanickingOnce:
+        policy = grader.policy
+        name = "panics"
+        calls = 0
+
+        def grade_many(self, requests):
+            PanickingOnce.calls += 1
+            if PanickingOnce.calls == 1:
+                raise PanicException("`stride` must be strictly less than `max_len=15`")
+            return grader.grade_many(requests)
+
+    batcher = MicroBatcher(PanickingOnce(), max_wait_ms=0)
+    with pytest.raises(CragError, match="grading failed: PanicException"):
+        batcher.submit("What is the capital of France?", ["Paris."]).result(timeout=60)
+    assert batcher.alive
+    assert batcher.submit("What is the capital of France?", ["Paris."]).result(timeout=60)[0].probability > 0
+    batcher.close()

@@ -144,6 +144,21 @@ def test_limits_give_clear_4xx(tmp_path, keys, grader):
         assert extra.status_code == 422  # a caller can never choose its tenant
 
 
+def test_a_query_of_any_allowed_length_is_graded_never_500(tmp_path, keys, grader):
+    """Queries of ~170-250 tokens once left the text less room than the window stride: tokenizers panicked
+    (a BaseException that escaped the fallback) and /v1/grade answered 500."""
+    story = "My order came late and the boots were the wrong size, so I called support twice about it. "
+    page = "Returns are accepted within 45 days of delivery. " + "Our stores open at nine every day. " * 60
+    with _client(tmp_path, keys, grader) as client:
+        for repeats in (9, 10, 11, 12, 13, 21):  # 1,200-2,000 characters: within the default 2,000-character limit
+            query = story * repeats + "How long do I have to return an item?"
+            body = {"query": query[-2000:], "chunks": [page]}
+            response = client.post("/v1/grade", json=body, headers=_auth(keys[1]["a"]))
+            assert response.status_code == 200, response.text
+            (grade,) = response.json()["grades"]
+            assert grade["windows"] > 1 and "long query" in grade["reason"]
+
+
 def test_rate_limit_per_key_with_retry_after(tmp_path, keys, grader):
     with _client(tmp_path, keys, grader) as client:
         codes = [client.post("/v1/grade", json=GRADE, headers=_auth(keys[1]["slow"])) for _ in range(3)]
