@@ -102,9 +102,10 @@ class PairEncoder:
             head_text = head_text[: head[half - 1][1]] if len(head) > half else head_text
             tail_text = tail_text[tail[-half][0]:] if len(tail) > half else tail_text
             fitted = (f"{head_text} ... {tail_text}", True)
-        if len(self._fitted) >= 256:
-            self._fitted.clear()
-        self._fitted[query] = fitted
+        if len(query) <= 4 * cap:  # a huge query is not kept alive as a key (cutting it again is cheap)
+            if len(self._fitted) >= 256:
+                self._fitted.clear()
+            self._fitted[query] = fitted
         return fitted
 
     def _clip(self, text: str, max_windows: int) -> tuple[str, bool]:
