@@ -32,13 +32,45 @@ class ContextQuality:
         return asdict(self)
 
 
+MAX_ASPECTS = 12  # more content terms than this: a long message, whose aspects are those of its question
+QUESTION_OPENERS = frozenset({
+    "what", "how", "why", "when", "where", "who", "whom", "whose", "which", "is", "are", "was", "were", "do", "does",
+    "did", "can", "could", "should", "would", "will", "may", "might", "has", "have", "had"})
+
+
 def aspects_of(query: str) -> list[str]:
-    """Content terms of the question, in order and without repeats."""
+    """Content terms of the question, in order and without repeats. In a long message (more than ``MAX_ASPECTS``
+    terms: a story told before the question, "... Anyway, what religion were the Normans?") only its question's:
+    every word of the story is not an aspect an answer must cover."""
+    terms = _terms(query)
+    if len(terms) <= MAX_ASPECTS:
+        return terms
+    question = _question_part(query)
+    focused = _terms(question) if question else []
+    return focused or terms
+
+
+def _terms(text: str) -> list[str]:
     seen: list[str] = []
-    for word in content_words(re.findall(r"[\w'-]+", query)):
+    for word in content_words(re.findall(r"[\w'-]+", text)):
         if len(word) > 2 and word.lower() not in (s.lower() for s in seen):
             seen.append(word)
     return seen
+
+
+def _question_part(query: str) -> str | None:
+    """The last clause that ends with "?", from the clause before it that opens with a question word (what, how,
+    can, ...) when there is one; None when no clause ends with "?"."""
+    clauses = re.split(r"(?<=[.!?;:,])\s+", query.strip())
+    ends = [i for i, clause in enumerate(clauses) if clause.rstrip().endswith("?")]
+    if not ends:
+        return None
+    end = ends[-1]
+    for start in range(end, max(-1, end - 4), -1):  # a question spans a few clauses at most
+        first = re.match(r"\W*(\w+)", clauses[start])
+        if first is not None and first.group(1).lower() in QUESTION_OPENERS:
+            return " ".join(clauses[start:end + 1])
+    return clauses[end]
 
 
 def _mentions(text: str, aspect: str) -> bool:

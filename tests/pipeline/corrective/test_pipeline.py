@@ -305,6 +305,13 @@ def test_aspects_are_content_words_not_stopwords():
     assert aspects_of("What is the long jump record?") == ["long", "jump", "record"]
     assert aspects_of("What happens if the error event has no listener?") == ["error", "event", "listener"]
     assert aspects_of("How do I stop a child process that takes too long?") == ["stop", "child", "process"]
+    story = ("I was reading about medieval Europe for a school project and got confused by all the kingdoms, dukes "
+             "and invasions, my teacher said the Normans mattered and my friend said they were Vikings. ")
+    assert aspects_of(story + "Anyway, what religion were the Normans?") == ["religion", "Normans"]
+    assert aspects_of(story + "So my question is: how long did the Norman rule last, and who ruled after it?") == [
+        "Norman", "rule", "last", "ruled"]  # the question's clauses, from the one that opens it
+    assert len(aspects_of(story + "Tell me about the Normans.")) > 12  # no question mark: every term counts
+    assert aspects_of("Why does the build fail, and how do I fix it?") == ["build", "fail", "fix"]  # short: whole
     assert rewrite_query("How often is the backup job run?") == "backup job"
     assert rewrite_query("How long does shipping to the US take?") == "shipping US"  # an acronym, not "us"
     assert rewrite_query("WHAT IS THE STATUS OF MY ORDER?") == "STATUS ORDER"  # capitals throughout: no acronyms
