@@ -223,8 +223,31 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(p)
 
 
+INTEGER_FILTERS = ("authority", "position")  # the integer fields; every other filter matches text
+
+
+def parse_filters(items: list[str] | None) -> dict[str, str | int] | None:
+    """``--filter KEY=VALUE`` options as the retrievers' exact-match filters (None without any)."""
+    filters: dict[str, str | int] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--filter takes KEY=VALUE (e.g. status=active, document=policies/refunds.md), "
+                              f"got {item!r}")
+        if key in INTEGER_FILTERS:
+            try:
+                filters[key] = int(value)
+            except ValueError:
+                raise ConfigError(f"--filter {key}= takes an integer, got {value!r}") from None
+        else:
+            filters[key] = value
+    return filters or None
+
+
 def _ask(args: argparse.Namespace) -> int:
-    result = _rag(args).run(args.query, _principal(args), confidential=args.confidential)
+    filters = parse_filters(args.filter)  # before the index is opened or built
+    result = _rag(args).run(args.query, _principal(args), confidential=args.confidential, filters=filters)
     if args.json:
         print_json(result.to_dict())
         return 0
@@ -261,6 +284,9 @@ def register_ask(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", action="store_true", help="print every step")
     p.add_argument("--confidential", action="store_true", help="never send this question to web search")
+    p.add_argument("--filter", action="append", metavar="KEY=VALUE",
+                   help="search only chunks whose field or metadata KEY equals VALUE (repeatable; status, source, "
+                        "title, effective_date, authority, document or a metadata key); every search keeps it")
     p.set_defaults(handler=_ask)
 
 

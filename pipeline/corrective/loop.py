@@ -1,10 +1,12 @@
 """The corrective orchestrator: retrieve -> check -> grade -> decide -> correct -> generate -> ground.
 
 A bounded state machine over fallback tiers, each a different strategy: the caller's search, then a
-rewritten query with filters relaxed and a larger k, then web search (if a provider is configured and
-the privacy guard allows), then abstention. It stops at CORRECT, at ``max_rounds``, or at the deadline;
-one LLM-call budget covers grading escalations, context checks, generation and grounding. Permissions
-are never relaxed: they live inside the retriever. Every step lands in the trace.
+rewritten query with a larger k, then web search (if a provider is configured and the privacy guard allows),
+then abstention. It stops at CORRECT, at ``max_rounds``, or at the deadline; one LLM-call budget covers
+grading escalations, context checks, generation and grounding. Permissions are never relaxed: they live
+inside the retriever; nor are the caller's filters (``{"status": "active"}`` must not come back as a
+superseded policy, ``{"product": "X200"}`` as another product's manual): the broader search keeps them. Every
+step lands in the trace.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class CorrectiveRAG:
         decision: Decision | None = None
         current, tier_used, conflicts = query, "", []
         tiers = [("initial search", self.config.k, filters, False), ("rewrite + broader search",
-                 self.config.broader_k, None, False), ("web search", self.config.web_k, None, True)]
+                 self.config.broader_k, filters, False), ("web search", self.config.web_k, None, True)]
         rounds = 0
         for name, k, tier_filters, is_web in tiers:
             if rounds >= self.config.max_rounds:

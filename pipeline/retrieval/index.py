@@ -105,7 +105,7 @@ def _filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     for key, value in filters.items():  # checked by check_search
-        if key in CHUNK_COLUMNS:
+        if key in CHUNK_COLUMNS or key == "document":  # the document: its name as indexed (``StoredChunk.document``)
             clauses.append(f"c.{key} = ?")
         else:
             clauses.append("json_extract(c.metadata, ?) = ?")

@@ -56,7 +56,10 @@ def request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         query: str = query_field
         confidential: bool = Field(False, description="never send this question to web search")
         filters: dict[filter_key, str | int | bool] | None = Field(
-            None, max_length=8, description="exact-match metadata filters, e.g. {\"status\": \"active\"}")
+            None, max_length=8,
+            description="exact-match filters that every search of this query keeps: status, source, title, "
+                        "effective_date, authority, position, document (its name as GET /v1/documents lists it) or "
+                        "any metadata key, e.g. {\"status\": \"active\"}")
 
     return GradeRequest, QueryRequest
 

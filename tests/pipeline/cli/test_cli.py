@@ -244,6 +244,22 @@ def test_ask_demo_answers_with_citations_and_a_trace(capsys, demo_cache):
     assert text.startswith("[abstention]") and "trace:" in text and "retrieve" in text
 
 
+def test_ask_filters_every_search_and_refuses_a_bad_filter_before_opening_the_index(capsys, tmp_path, demo_cache):
+    question = "When did Herve serve as a Byzantine general?"
+    assert main(["ask", "--demo", question, "--json", "--filter", "source=Warsaw.md"]) == 0
+    scoped = json.loads(capsys.readouterr().out)
+    assert scoped["outcome"] == "abstention" and not scoped["sources"]
+    searches = [t["detail"] for t in scoped["trace"] if t["action"] == "retrieve"]
+    assert len(searches) >= 2 and all(s["filters"] == {"source": "Warsaw.md"} for s in searches)
+    assert all(h.startswith("Warsaw.md#") for s in searches for h in s["hits"])
+    assert main(["ask", "--demo", question, "--json", "--filter", "source=Normans.md", "--filter", "authority=0"]) == 0
+    assert "1050s" in json.loads(capsys.readouterr().out)["answer"]
+    missing = tmp_path / "never-made"
+    for bad, says in (("status", "KEY=VALUE"), ("=active", "KEY=VALUE"), ("authority=high", "an integer")):
+        assert main(["ask", "--index", str(missing), question, "--filter", bad]) == 2
+        assert says in capsys.readouterr().err and not missing.exists()
+
+
 def test_index_add_reads_legacy_text_files_in_the_encoding_named(capsys, tmp_path, demo_cache):
     legacy = tmp_path / "legacy.txt"
     legacy.write_bytes("Le café ouvre à 8 h.".encode("cp1252"))

@@ -97,6 +97,31 @@ def test_sources_name_the_uploaded_document_so_same_named_files_are_told_apart(t
     assert all(stored[cid] == document for cid, document in by_id.items())
 
 
+def test_filters_scope_every_search_of_a_query(tmp_path, tokens, grader, backend):
+    """A document or status filter holds in the broader search too (it used to be dropped there)."""
+    client, _ = _client(tmp_path, tokens, grader, backend=backend)
+    draft = REFUNDS.replace(b"45 days", b"30 days")
+    with client:
+        for name, body, status in (("policies/refunds.md", REFUNDS, "active"),
+                                   ("archive/refunds.md", draft, "superseded")):
+            put = client.put(f"/v1/documents/{name}?status={status}", content=body, headers=_auth(tokens, "writer"))
+            assert put.status_code == 200
+        answers = {}
+        for filters in ({"document": "archive/refunds.md"}, {"document": "policies/refunds.md"},
+                        {"status": "active"}, {"document": "nowhere.md"}):
+            body = {**QUESTION, "filters": filters}
+            answers[str(filters)] = client.post("/v1/query", json=body, headers=_auth(tokens, "reader")).json()
+    assert {s["document"] for s in answers[str({"document": "archive/refunds.md"})]["sources"]} == {
+        "archive/refunds.md"}
+    for scoped in ({"document": "policies/refunds.md"}, {"status": "active"}):
+        assert {s["document"] for s in answers[str(scoped)]["sources"]} == {"policies/refunds.md"}
+        assert "30 days" not in (answers[str(scoped)]["answer"] or "")
+    nowhere = answers[str({"document": "nowhere.md"})]
+    assert nowhere["outcome"] == "abstention" and not nowhere["sources"]
+    searches = [t["detail"] for t in nowhere["trace"] if t["action"] == "retrieve"]
+    assert len(searches) >= 2 and all(s["filters"] == {"document": "nowhere.md"} for s in searches)
+
+
 def test_a_file_indexed_by_its_server_path_shows_no_path(tmp_path, tokens, grader):
     client, index = _client(tmp_path, tokens, grader)
     folder = tmp_path / "srv" / "hr"
