@@ -35,7 +35,7 @@ def _any_case(extension: str) -> str:
 
 
 # check_document_name's rules as one regular expression (ECMA-262 too), for the HTTP API's schema
-NAME_PATTERN = (rf"^(?!/)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))(?!\s)(?!.*\s$)[^{CONTROL}]*[^/{CONTROL}]"
+NAME_PATTERN = (rf"^(?!/)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))(?!\s)(?!.*\s$)[^\\{CONTROL}]*[^/\\{CONTROL}]"
                 rf"(?:{'|'.join(_any_case(extension) for extension in READABLE)})$")
 
 
@@ -47,6 +47,9 @@ def check_document_name(name: str) -> str:
                         "trailing spaces, e.g. 'policies/refunds.md'")
     if any(unicodedata.category(c) in ("Cc", "Cs") for c in name):
         raise DataError(f"document name {name[:80]!r} holds control characters; use printable ones")
+    if "\\" in name:  # a Windows path: its folders would not be folders here, and 'a\\b.md' would differ from 'a/b.md'
+        raise DataError(f"document name {name[:80]!r} holds a backslash; separate folders with '/', e.g. "
+                        "'policies/refunds.md'")
     if name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
         raise DataError(f"document name {name[:80]!r} must be a relative path without empty, '.' or '..' parts, "
                         "e.g. 'policies/refunds.md'")

@@ -31,7 +31,8 @@ def test_names_of_readable_types_are_accepted(name):
     ("/etc/refunds.md", "relative path"), ("a/../refunds.md", "'..'"), ("a//refunds.md", "empty"),
     ("./refunds.md", "'.'"), ("refunds\x00.md", "control"), ("refunds", "(none)"), ("setup.exe", ".exe"),
     ("archive.tar.zst", ".zst"), ("a/.md", "(none)"),
-    (".tar.gz", ".gz"), ("refunds.md ", "trailing"), ("caf\x85.md", "control")])
+    (".tar.gz", ".gz"), ("refunds.md ", "trailing"), ("caf\x85.md", "control"),
+    ("policies\\refunds.md", "separate folders with '/'"), ("C:\\docs\\refunds.md", "backslash")])
 def test_other_names_are_refused_with_the_reason(name, reason):
     with pytest.raises(DataError, match="document name") as caught:
         check_document_name(name)
