@@ -1,5 +1,7 @@
-"""Long queries: the default grader with the query kept within half the window (its two ends) against the query
-read whole (what crag did before 2026-12-07), on the recipe's held-out pairs made long.
+"""Long queries: the default grader reading a long query by its two ends (within half the window for the
+cross-encoder, within one window for the fused cosine) against reading it as it is (what crag did before
+2026-12-07: the cross-encoder truncated the pair, the cosine kept the query's first 254 tokens), on the recipe's
+held-out pairs made long.
 
 A query of more than about 190 tokens left the text no window of its own: the pair fell back to one window
 truncated longest-first, so the text was read as its first ~128 tokens (an answer further on never read), and
@@ -57,7 +59,8 @@ def main() -> None:
     passages = {d: [p.text for p in items] for d, items in chosen.items()}
 
     grader = load_grader(args.model, cache_pairs=0)
-    whole = type(grader.encoder).fit_query
+    readers = [type(grader.encoder)] + ([type(grader.fusion_embedder)] if grader.fusion_embedder is not None else [])
+    ends = {reader: reader.fit_query for reader in readers}  # the cross-encoder's and the cosine's
 
     def read_whole(self, query):  # what the encoder did before: the query as it is
         return query, False
@@ -75,11 +78,13 @@ def main() -> None:
         for form in ("short", "before", "after"):
             pairs = [(p.query if form == "short" else long_queries[p.query][0 if form == "before" else 1], p.text)
                      for p in items]
-            for way, fit in (("whole", read_whole), ("ends", whole)):  # interleaved: same machine state
-                type(grader.encoder).fit_query = fit
+            for way in ("whole", "ends"):  # interleaved: same machine state
+                for reader in readers:
+                    reader.fit_query = read_whole if way == "whole" else ends[reader]
                 probs = grader.scores_as_graded(pairs).probabilities  # no timing: the cosine's cache is shared
                 row[f"{form}/{way}"] = round(float(roc_auc_score(labels, probs)), 4)
-            type(grader.encoder).fit_query = whole
+            for reader in readers:
+                reader.fit_query = ends[reader]
         results[domain] = {"pairs": len(items), **row}
         print(domain, json.dumps(row), flush=True)
     if args.json:

@@ -281,8 +281,9 @@ class CrossEncoderGrader:
         if self.runs_cross_encoder and self.encoder.fit_query(query)[1]:
             return (f"long query: the model read its first and last {self.encoder.query_end_tokens} tokens, "
                     "not the middle")
-        if self._cosine_only is not None and self._cosine_only.cuts(query):
-            return f"long query: the model read its first {self._cosine_only.max_length - 2} tokens"
+        if self._cosine_only is not None and self._cosine_only.fit_query(query)[1]:
+            return (f"long query: the model read its first and last {self._cosine_only.query_end_tokens} tokens, "
+                    "not the middle")
         return None
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:

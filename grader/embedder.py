@@ -17,7 +17,7 @@ import numpy as np
 
 import models
 from grader.bounded_cache import BoundedCache, content_key
-from grader.encoding import CHARS_PER_TOKEN_CAP
+from grader.encoding import CHARS_PER_TOKEN_CAP, QueryFitter
 from grader.session_pool import SessionPool
 from models.bundle import sha256_file
 from models.deps import require
@@ -67,6 +67,8 @@ class OnnxMiniLMEmbedder:
         self.max_length = int(manifest.get("max_length", 256))
         self.tokenizer.enable_truncation(self.max_length)
         self.tokenizer.no_padding()  # the shipped tokenizer.json pads to a fixed length; we pad per batch
+        self._query_fitter = QueryFitter(root / "tokenizer.json", budget=self.max_length - 2)  # [CLS] ... [SEP]
+        self.query_end_tokens = self._query_fitter.end_tokens
         self._windowed = tokenizers.Tokenizer.from_file(str(root / "tokenizer.json"))
         self._windowed.no_padding()
         self._windowed.enable_truncation(self.max_length, stride=self.max_length // 4)
@@ -80,10 +82,11 @@ class OnnxMiniLMEmbedder:
         # names vectors that are bit-identical to this embedder's (an index records it to share its vectors)
         self.vector_identity = f"{self.name}@{model_sha}/per-text" if self.cache.max_items else None
 
-    def cuts(self, text: str) -> bool:
-        """Whether ``embed`` reads only the first ``max_length`` tokens of ``text`` (a query is not windowed)."""
-        return bool(self.tokenizer.encode(whole_characters(text[: (self.max_length + 1) * CHARS_PER_TOKEN_CAP]))
-                    .overflowing) or len(text) > (self.max_length + 1) * CHARS_PER_TOKEN_CAP
+    def fit_query(self, query: str) -> tuple[str, bool]:
+        """The query as the cosine reads it, and whether it was cut: within one window, a longer one by its first
+        and last tokens (:class:`grader.encoding.QueryFitter`; a query is not windowed, and plain truncation would
+        drop a question that ends a long message)."""
+        return self._query_fitter.fit(whole_characters(query))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed([whole_characters(text) for text in texts])  # a lone "\ud83d" cannot be tokenised

@@ -17,7 +17,7 @@ import numpy as np
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
-__all__ = ["CHARS_PER_TOKEN_CAP", "EncodedBatch", "PairEncoder", "Windows"]
+__all__ = ["CHARS_PER_TOKEN_CAP", "EncodedBatch", "PairEncoder", "QueryFitter", "Windows"]
 
 # Text beyond this many characters per token of the window budget is never tokenised (bounds memory on
 # pathological inputs such as a 50 MB line); no real tokeniser emits fewer than one token per 12 characters.
@@ -28,6 +28,43 @@ def _tokenizer_refusal(exc: BaseException) -> bool:
     """Whether ``tokenizers`` refused to window a pair: it raises a bare Exception when the query leaves no room
     for the text, and panics (pyo3's PanicException, a BaseException) when the room left is under the stride."""
     return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+class QueryFitter:
+    """A query within ``budget`` tokens: a longer one keeps its first and last ``end_tokens`` tokens, joined by
+    " ... ", because a question usually stands at one end of a long message (details pasted after it, or a story
+    told before it); plain truncation would drop a question at the end. Remembers the last few queries fitted."""
+
+    def __init__(self, tokenizer_path: str | Path, *, budget: int) -> None:
+        tokenizers = require("tokenizers", "onnx")
+        self._plain = tokenizers.Tokenizer.from_file(str(tokenizer_path))
+        self._plain.no_padding()
+        self._plain.no_truncation()
+        self.budget = budget
+        self.end_tokens = max(1, (budget - 3) // 2)  # " ... " is three tokens between the two ends
+        self._fitted: dict[str, tuple[str, bool]] = {}
+
+    def fit(self, query: str) -> tuple[str, bool]:
+        """(the query as the model reads it, whether it was cut)."""
+        known = self._fitted.get(query)
+        if known is not None:
+            return known
+        half = self.end_tokens
+        cap = (half + 1) * CHARS_PER_TOKEN_CAP
+        if len(query) <= 2 * cap and len(self._plain.encode(query, add_special_tokens=False).ids) <= self.budget:
+            fitted = (query, False)
+        else:  # past the character cap only when one "word" is hundreds of characters (one [UNK] token)
+            head_text, tail_text = query[:cap], query[-cap:]
+            head = self._plain.encode(head_text, add_special_tokens=False).offsets
+            tail = self._plain.encode(tail_text, add_special_tokens=False).offsets
+            head_text = head_text[: head[half - 1][1]] if len(head) > half else head_text
+            tail_text = tail_text[tail[-half][0]:] if len(tail) > half else tail_text
+            fitted = (f"{head_text} ... {tail_text}", True)
+        if len(query) <= 4 * cap:  # a huge query is not kept alive as a key (cutting it again is cheap)
+            if len(self._fitted) >= 256:
+                self._fitted.clear()
+            self._fitted[query] = fitted
+        return fitted
 
 
 @dataclass(frozen=True)
@@ -75,38 +112,14 @@ class PairEncoder:
         self._windowed.no_padding()
         self.stride = max(0, max_length // 4)
         self._windowed.enable_truncation(max_length=max_length, strategy="only_second", stride=self.stride)
-        self.query_budget = max_length // 2  # a longer query would leave the text no room for its windows
-        self.query_end_tokens = (self.query_budget - 3) // 2  # kept at each end of a longer one (" ... " between)
-        self._plain = tokenizers.Tokenizer.from_file(str(tokenizer_path))
-        self._plain.no_padding()
-        self._plain.no_truncation()
-        self._fitted: dict[str, tuple[str, bool]] = {}
+        self._query_fitter = QueryFitter(tokenizer_path, budget=max_length // 2)  # the rest: room for the windows
+        self.query_budget = self._query_fitter.budget
+        self.query_end_tokens = self._query_fitter.end_tokens
 
     def fit_query(self, query: str) -> tuple[str, bool]:
-        """``query`` within ``query_budget`` tokens, and whether it was cut. The text must keep room for its
-        windows, or a long pasted question would leave the chunk one half-window (an answer further on never
-        read). A longer query keeps its first and last ``query_end_tokens`` tokens, joined by " ... ": a question
-        usually stands at one end (details pasted after it, or a story told before it). Remembered for the
-        queries of the last few calls."""
-        known = self._fitted.get(query)
-        if known is not None:
-            return known
-        half = self.query_end_tokens
-        cap = (half + 1) * CHARS_PER_TOKEN_CAP
-        if len(query) <= 2 * cap and len(self._plain.encode(query, add_special_tokens=False).ids) <= self.query_budget:
-            fitted = (query, False)
-        else:
-            head_text, tail_text = query[:cap], query[-cap:]
-            head = self._plain.encode(head_text, add_special_tokens=False).offsets
-            tail = self._plain.encode(tail_text, add_special_tokens=False).offsets
-            head_text = head_text[: head[half - 1][1]] if len(head) > half else head_text
-            tail_text = tail_text[tail[-half][0]:] if len(tail) > half else tail_text
-            fitted = (f"{head_text} ... {tail_text}", True)
-        if len(query) <= 4 * cap:  # a huge query is not kept alive as a key (cutting it again is cheap)
-            if len(self._fitted) >= 256:
-                self._fitted.clear()
-            self._fitted[query] = fitted
-        return fitted
+        """``query`` within ``query_budget`` tokens, and whether it was cut: the text must keep room for its windows,
+        or a long pasted question would leave the chunk one half-window (an answer further on never read)."""
+        return self._query_fitter.fit(query)
 
     def _clip(self, text: str, max_windows: int) -> tuple[str, bool]:
         """Text past what ``max_windows`` windows could ever read is not tokenised at all."""

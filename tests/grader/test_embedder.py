@@ -62,3 +62,16 @@ def test_answer_past_the_first_window_raises_the_best_window_cosine(embedder):
 def test_bad_window_count_is_refused(embedder, bad):
     with pytest.raises(ConfigError, match="max_windows"):
         embedder.embed_windows(["text"], max_windows=bad)
+
+
+def test_the_cosine_reads_the_question_that_ends_a_long_message(embedder):
+    story = "Last summer my family drove across Europe and we visited many castles, museums and old harbours. " * 16
+    answer = "The Normans gave their name to Normandy, a region in northern France."
+    long_query = story + QUERY  # ~330 tokens: plain truncation keeps only the story
+    fitted, cut = embedder.fit_query(long_query)
+    assert cut and fitted.endswith(QUERY) and embedder.fit_query(QUERY) == (QUERY, False)
+    truncated = float(embedder.embed([long_query])[0] @ embedder.embed([answer])[0])
+    (read_by_ends,) = cosines(embedder, [(long_query, answer)])
+    assert read_by_ends > truncated + 0.05
+    assert cosines(embedder, [(QUERY, answer)])[0] == pytest.approx(
+        float(embedder.embed([QUERY])[0] @ embedder.embed([answer])[0]))  # a short query: as before
