@@ -22,6 +22,7 @@ import numpy as np
 from grader.echo import rule_decided
 from models.columns import columns_hint, missing_fields_hint, renamed
 from models.columns import parse_columns as columns_of
+from models.csv_format import delimiter_of
 from models.errors import ConfigError, DataError
 from models.types import Verdict
 from training.labels import LabelMap, parse_label
@@ -127,7 +128,7 @@ def _records(path: Path, fmt: str, text: str, labelled: bool = True,
             except json.JSONDecodeError as exc:
                 yield number, DataError(f"{path}:{number}: invalid JSON ({exc.msg}): {line[:80]!r}")
         return
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=_delimiter(text, fmt))
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter_of(text.split("\n", 1)[0], fmt))
     header = reader.fieldnames or []
     names = columns or {}
     missing = [names.get(c, c) for c in REQUIRED if names.get(c, c) not in header and (labelled or c != "label")]
@@ -140,15 +141,6 @@ def _records(path: Path, fmt: str, text: str, labelled: bool = True,
         )
     for row in reader:
         yield reader.line_num, row
-
-
-def _delimiter(text: str, fmt: str) -> str:
-    """Tab for TSV; for CSV a comma, or a semicolon when the header line has semicolons and no comma (the CSV that
-    spreadsheets write in locales whose decimal mark is a comma). Only the header decides, never the texts."""
-    if fmt == "tsv":
-        return "\t"
-    header = text.split("\n", 1)[0]
-    return ";" if ";" in header and "," not in header else ","
 
 
 def _pair_from(record: Any, label_map: LabelMap | None, *, labelled: bool = True,

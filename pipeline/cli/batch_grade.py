@@ -22,6 +22,7 @@ from models.columns import missing_fields_hint, parse_columns, renamed
 from models.errors import ConfigError, DataError
 from models.output import check_output_path, print_json
 from models.registry import MODEL_OPTION_HELP
+from pipeline.cli.csv_pairs import is_delimited, iter_csv_rows
 from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_rows, open_graded_output
 
@@ -70,8 +71,11 @@ def _pairs(path: Path, skipped: list[tuple[int, str]] | None, max_line_chars: in
     def problem(record: Any) -> str | None:
         return pair_problem(renamed(record, columns), columns)
 
+    rows: Iterator[tuple[int, Any]]
     if is_parquet(str(path)):
         rows = iter_parquet_rows(str(path), errors=skipped, check=problem)
+    elif is_delimited(str(path)):
+        rows = iter_csv_rows(path, max_line_chars=max_line_chars, errors=skipped, check=problem)
     else:
         rows = iter_json_lines(path, what="pair file", max_line_chars=max_line_chars, errors=skipped, check=problem)
     for number, raw in rows:
@@ -127,6 +131,9 @@ def _grade_file(args: argparse.Namespace) -> int:
     if args.out != "-":
         check_output_path(args.out, args.pairs)
     if args.ray is not None:
+        if is_delimited(args.pairs):
+            raise ConfigError(f"{args.pairs}: --ray reads JSONL or Parquet; grade a CSV or TSV file without --ray, "
+                              "or convert it first")
         from pipeline.cli.ray_grading import grade_with_ray  # Ray is imported only on this path
 
         if args.batch_size and args.batch_size > 1:
@@ -157,11 +164,14 @@ def _grade_file(args: argparse.Namespace) -> int:
 
 
 def register_grade_file(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("grade-file", help="grade a large JSONL file of (query, text) pairs with bounded memory")
+    p = sub.add_parser("grade-file", help="grade a large JSONL, CSV or Parquet file of (query, text) pairs with "
+                                                  "bounded memory")
     p.add_argument("pairs", help="JSONL with 'query', 'text' and optional 'id', 'query_id', 'chunk_id' per line "
                                  "(copied to the output; 'id' defaults to the line number), or Parquet with "
                                  "those columns (a .parquet file or a folder of them; 'id' defaults to the row "
-                                 "number; needs crag-grader[parquet])")
+                                 "number; needs crag-grader[parquet]), or a .csv / .tsv file with a header row "
+                                 "(comma- or semicolon-separated; 'id' defaults to the row number, the header "
+                                 "being row 1)")
     p.add_argument("--out", required=True, help="output JSONL, or Parquet when it ends in .parquet (written "
                                                 "atomically), or - for JSONL on stdout")
     p.add_argument("--columns", help="your file's own field names, e.g. 'query=question,text=passage,id=pair_id' "
