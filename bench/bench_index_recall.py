@@ -8,6 +8,11 @@ implementations are compared on identical vectors. Works against any tree whose 
 
 Run: python bench/bench_index_recall.py --squad ../shared/data/squad1/train-v1.1.json \
          --cache /tmp/squad_vectors.npz [--questions 2000] [--json bench/results_index_recall.json]
+
+``--story-words MIN MAX`` makes every question a long message: MIN-MAX words of other articles' paragraphs told
+before it (seeded), and searches each one four ways on the same index, interleaved: the message embedded as it is
+(the first 254 tokens) and by its two ends (what the index does since 2026-12-07), and the corrective loop's keyword
+rewrite of it, made of the whole message's words (before 2026-12-07) or of its question's (since).
 """
 
 from __future__ import annotations
@@ -35,22 +40,32 @@ class CachedEmbedder:
 
     def __init__(self, cache: Path) -> None:
         self.cache = cache
+        self.fit_queries = True
         self.vectors: dict[str, np.ndarray] = {}
         if cache.is_file():
             data = np.load(cache, allow_pickle=False)
             self.vectors = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
         self._model = None
 
+    def fit_query(self, query):
+        """As crag's embedder fits a long query (by its two ends), or the query as it is when ``fit_queries`` is off."""
+        if not self.fit_queries:
+            return query, False
+        return self._real().fit_query(query)
+
+    def _real(self):
+        if self._model is None:
+            from pipeline.retrieval.embedding import default_embedder
+
+            self._model = default_embedder()
+        return self._model
+
     def embed(self, texts):
         missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
         if missing:
-            if self._model is None:
-                from pipeline.retrieval.embedding import default_embedder
-
-                self._model = default_embedder()
             for start in range(0, len(missing), 256):
                 batch = missing[start:start + 256]
-                self.vectors.update(zip(batch, self._model.embed(batch), strict=True))
+                self.vectors.update(zip(batch, self._real().embed(batch), strict=True))
         return np.stack([self.vectors[t] for t in texts])
 
     def save(self) -> None:
@@ -82,11 +97,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--story-words", type=int, nargs=2, metavar=("MIN", "MAX"),
+                        help="make each question a long message: this many words of other paragraphs before it")
     args = parser.parse_args()
     from pipeline.retrieval.documents import Principal
     from pipeline.retrieval.index import LocalHybridIndex
 
     chunks, asked = load_squad(Path(args.squad), args.questions, args.seed)
+    if args.story_words:
+        return _long_questions(args, chunks, asked)
     embedder = CachedEmbedder(Path(args.cache))
     embedder.embed([c.text for c in chunks] + [q for q, _ in asked])
     embedder.save()
@@ -108,6 +127,53 @@ def main() -> None:
               "questions": len(asked), "k": args.k, f"recall_at_{args.k}": round(hits / len(asked), 4),
               f"mrr_at_{args.k}": round(reciprocal / len(asked), 4), "build_s": round(build_s, 1),
               "search_ms_p50": round(float(np.median(ms)), 1)}
+    print(json.dumps(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+def _long_questions(args, chunks, asked) -> None:
+    from pipeline.retrieval.documents import Principal
+    from pipeline.retrieval.index import LocalHybridIndex
+
+    rng = random.Random(args.seed)
+    article_of = {c.chunk_id: c.chunk_id.split("p")[0] for c in chunks}
+    long_asked = []
+    for question, gold in asked:
+        story: list[str] = []
+        words = rng.randint(*args.story_words)
+        while len(story) < words:
+            other = rng.choice(chunks)
+            if article_of[other.chunk_id] != article_of[gold]:
+                story += other.text.split()[:60]
+        long_asked.append((" ".join(story[:words]) + " " + question, gold))
+    embedder = CachedEmbedder(Path(args.cache))
+    embedder.embed([c.text for c in chunks])
+    embedder.save()
+    principal = Principal(tenant="squad")
+    from pipeline.corrective.correction import rewrite_query
+    from pipeline.retrieval.words import content_words
+
+    def rewrite_whole(message: str) -> str:  # the loop's keyword rewrite before 2026-12-07: every word of the message
+        return " ".join(dict.fromkeys(w for w in content_words(message.replace(",", " ").split()) if len(w) > 2))
+
+    ways = {"as_is": lambda q: q, "two_ends": lambda q: q, "rewrite_whole_message": rewrite_whole,
+            "rewrite_its_question": rewrite_query}
+    found = {way: [0, 0.0] for way in ways}
+    with tempfile.TemporaryDirectory() as tmp:
+        index = LocalHybridIndex(Path(tmp) / "idx", embedder=embedder)
+        index.add(chunks)
+        for question, gold in long_asked:
+            for way, searched in ways.items():  # interleaved, same index
+                embedder.fit_queries = way != "as_is"
+                ranked = [c.chunk_id for c, _ in index.search(searched(question), principal, k=args.k)]
+                if gold in ranked:
+                    found[way][0] += 1
+                    found[way][1] += 1.0 / (ranked.index(gold) + 1)
+    result = {"paragraphs": len(chunks), "questions": len(long_asked), "k": args.k,
+              "story_words": args.story_words,
+              **{f"{way}_recall_at_{args.k}": round(hits / len(long_asked), 4) for way, (hits, _) in found.items()},
+              **{f"{way}_mrr_at_{args.k}": round(rr / len(long_asked), 4) for way, (_, rr) in found.items()}}
     print(json.dumps(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -15,7 +15,7 @@ from typing import Any
 from models.types import Decision
 from pipeline.retrieval.words import content_words
 
-__all__ = ["ContextQuality", "aspects_of", "heuristic_quality"]
+__all__ = ["ContextQuality", "aspects_of", "heuristic_quality", "question_of"]
 
 LEVELS = ("sufficient", "partial", "insufficient", "conflicting")
 
@@ -42,12 +42,16 @@ def aspects_of(query: str) -> list[str]:
     """Content terms of the question, in order and without repeats. In a long message (more than ``MAX_ASPECTS``
     terms: a story told before the question, "... Anyway, what religion were the Normans?") only its question's:
     every word of the story is not an aspect an answer must cover."""
-    terms = _terms(query)
-    if len(terms) <= MAX_ASPECTS:
-        return terms
+    return _terms(question_of(query))
+
+
+def question_of(query: str) -> str:
+    """The query itself, or for a long message (more than ``MAX_ASPECTS`` content terms) the question it asks, when
+    one of its clauses ends with "?" and has content terms."""
+    if len(_terms(query)) <= MAX_ASPECTS:
+        return query
     question = _question_part(query)
-    focused = _terms(question) if question else []
-    return focused or terms
+    return question if question and _terms(question) else query
 
 
 def _terms(text: str) -> list[str]:

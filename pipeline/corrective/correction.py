@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from grader.protocol import Grader
 from grader.shift import not_monitored
 from models.types import Chunk, Grade
+from pipeline.corrective.context_quality import question_of
 from pipeline.retrieval.documents import StoredChunk
 from pipeline.retrieval.strips import strips_with_sections
 from pipeline.retrieval.words import content_words
@@ -168,11 +169,15 @@ def identifiers(text: str) -> set[str]:
 def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
     """A keyword query focused on the content words (and any missing aspects), keeping every identifier.
 
-    If the rewrite would drop an identifier, the raw query is returned instead.
+    A long message is searched on its question's words (:func:`question_of`), the identifiers of the whole message
+    added (an invoice number told in the story still matters); a story's words would drown the question's in any
+    search. If the rewrite would drop an identifier, the raw query is returned instead.
     """
-    words = content_words(re.findall(r"[\w'-]+", query))
+    focus = question_of(query)
+    words = content_words(re.findall(r"[\w'-]+", focus))
     kept: list[str] = []
-    for word in [*words, *missing]:
+    told = sorted(identifiers(query) - identifiers(focus)) if focus != query else []
+    for word in [*words, *missing, *told]:
         if word.strip() and word.lower() not in (k.lower() for k in kept):
             kept.append(word.strip())
     if not any(len(w) >= 3 for w in words):

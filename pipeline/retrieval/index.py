@@ -35,7 +35,7 @@ from pipeline.retrieval.documents import (
     check_search,
     reveals_access_denied,
 )
-from pipeline.retrieval.embedding import Embedder, default_embedder
+from pipeline.retrieval.embedding import Embedder, default_embedder, query_text
 from pipeline.retrieval.sqlite_db import DB_NAME, connect, create_vector_table, write_transaction
 from pipeline.retrieval.words import content_terms
 
@@ -471,7 +471,7 @@ class LocalHybridIndex:
         """Row ids by cosine: exact over a small readable set; otherwise the binary codes' nearest neighbours
         (Hamming, inside the readable scopes only) re-ranked exactly, with an exact scan of the filtered set
         when a selective filter leaves too few of them."""
-        q = self._embed([query])[0]
+        q = self._embed([query_text(self.embedder, query)])[0]
         select = "SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid WHERE "
         rows: list[Any] = []
         if sum(scopes.values()) > EXACT_SCAN_MAX:

@@ -24,7 +24,7 @@ from pipeline.retrieval.documents import (
     check_search,
     reveals_access_denied,
 )
-from pipeline.retrieval.embedding import Embedder, default_embedder
+from pipeline.retrieval.embedding import Embedder, default_embedder, query_text
 from pipeline.retrieval.index import WriteReport, query_tokens
 from pipeline.retrieval.words import content_terms
 
@@ -255,7 +255,7 @@ class QdrantRetriever:
             return []
         models = self._qm
         scope = self._filter(principal, filters)
-        dense = self.embedder.embed([query])[0].tolist()
+        dense = self.embedder.embed([query_text(self.embedder, query)])[0].tolist()
         indices, values = sparse_terms(query, query=True)
         prefetch = [models.Prefetch(query=dense, using=DENSE, limit=k * self.prefetch_factor, filter=scope)]
         if indices:

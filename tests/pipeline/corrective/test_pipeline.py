@@ -312,6 +312,10 @@ def test_aspects_are_content_words_not_stopwords():
         "Norman", "rule", "last", "ruled"]  # the question's clauses, from the one that opens it
     assert len(aspects_of(story + "Tell me about the Normans.")) > 12  # no question mark: every term counts
     assert aspects_of("Why does the build fail, and how do I fix it?") == ["build", "fail", "fix"]  # short: whole
+    assert rewrite_query(story + "Anyway, what religion were the Normans?") == "religion Normans"  # its question
+    assert rewrite_query("My invoice INV-2044 was charged twice; I called support twice, waited two weeks, and my "
+                         "bank statement still shows both charges while the app shows one. How do I get a refund?"
+                         ) == "refund INV-2044"  # an identifier told in the story is kept
     assert rewrite_query("How often is the backup job run?") == "backup job"
     assert rewrite_query("How long does shipping to the US take?") == "shipping US"  # an acronym, not "us"
     assert rewrite_query("WHAT IS THE STATUS OF MY ORDER?") == "STATUS ORDER"  # capitals throughout: no acronyms

@@ -257,3 +257,30 @@ def test_indexing_says_how_far_it_is_on_stderr_and_nothing_on_stdout(tmp_path, m
     monkeypatch.setenv("CRAG_NO_PROGRESS", "1")
     ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [docs], tenant="t")
     assert capsys.readouterr() == ("", "")
+
+
+def test_a_long_query_is_searched_by_its_two_ends_as_the_grader_reads_it(tmp_path):
+    from grader.embedder import OnnxMiniLMEmbedder
+
+    asked: list[str] = []
+
+    class Recording(OnnxMiniLMEmbedder):  # the real embedder, remembering what it was asked to embed
+        def embed(self, texts):
+            asked.extend(texts)
+            return super().embed(texts)
+
+    embedder = Recording(batch_size=1)
+    index = LocalHybridIndex(tmp_path / "idx", embedder=embedder)
+    answer = make_chunk("a-normandy", "The Normans gave their name to Normandy, a region in northern France.")
+    index.add([answer, make_chunk("a-trip", "We drove across Europe and visited castles, museums and harbours.")])
+    story = "Last summer my family drove across Europe and we visited many castles, museums and old harbours. " * 16
+    question = "In what country is Normandy located?"
+    asked.clear()
+    hits = index.search(story + question, TENANT_A, k=2)
+    (embedded,) = asked
+    assert embedded.endswith(question) and " ... " in embedded  # the question that ends the message was read
+    assert embedded == embedder.fit_query(story + question)[0]  # the text the grader's cosine embeds: one vector
+    assert {c.chunk_id for c, _ in hits} == {"a-normandy", "a-trip"}
+    asked.clear()
+    index.search(question, TENANT_A, k=1)
+    assert asked == [question]  # a short query as it is
