@@ -24,7 +24,7 @@ from models.deps import require
 from models.errors import BundleError, ConfigError
 from models.unicode_text import whole_characters
 
-__all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache"]
+__all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache", "query_text"]
 
 EMBEDDER_DIR = Path(models.__file__).resolve().parent / "embedders" / "minilm-l6"
 CACHE_VECTORS = 4096  # per model file: ~1.5 kB each
@@ -42,6 +42,14 @@ def embedding_cache(model_sha256: str) -> BoundedCache[np.ndarray]:
 
 def _reading_key(text: str, max_windows: int) -> bytes:
     return content_key(text, f"windows of {max_windows}")
+
+
+def query_text(embedder: Any, query: str) -> str:
+    """The text ``embedder`` embeds for ``query``: crag's embedder reads a query longer than its window by the
+    window's two ends (a question that ends a long message would be cut off otherwise), so a search and the grader's
+    cosine embed the same text and share its vector; any other embedder gets the query as it is."""
+    fit = getattr(embedder, "fit_query", None)
+    return str(fit(query)[0]) if fit is not None else query
 
 
 class OnnxMiniLMEmbedder:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from grader.embedder import query_text
 from models.errors import BundleError
 
 __all__ = ["FEATURES", "FusionHead", "cosines"]
@@ -35,8 +36,7 @@ def cosines(embedder: Any, pairs: Sequence[tuple[str, str]], *, max_windows: int
     counts its best window (of at most ``max_windows``), like the cross-encoder."""
     queries = sorted({q for q, _ in pairs})
     texts = sorted({t for _, t in pairs})
-    fit = getattr(embedder, "fit_query", None)  # crag's embedder reads a long query by its two ends, as the CE does
-    q_vectors = embedder.embed([fit(q)[0] for q in queries] if fit is not None else queries)
+    q_vectors = embedder.embed([query_text(embedder, q) for q in queries])  # a long one by its two ends, as the CE
     q_index = {q: i for i, q in enumerate(queries)}
     t_index = {t: i for i, t in enumerate(texts)}
     if max_windows == 1:

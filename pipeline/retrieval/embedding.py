@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
+from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder, query_text
 from models.deps import require
 from models.errors import BundleError
 
@@ -27,14 +27,6 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-def query_text(embedder: Embedder, query: str) -> str:
-    """The text a search embeds for ``query``: crag's embedder reads a query longer than its window by the window's
-    two ends (a question that ends a long message would be cut off otherwise), as the grader's cosine reads it, so
-    the grader reuses the search's vector; any other embedder gets the query as it is."""
-    fit = getattr(embedder, "fit_query", None)
-    return str(fit(query)[0]) if fit is not None else query
 
 
 class SentenceTransformerEmbedder:
