@@ -277,14 +277,10 @@ class CrossEncoderGrader:
 
     def _query_reading(self, query: str) -> str | None:
         """Says so when the model read only the ends of a long query (the text keeps room for its windows)."""
-        query = whole_characters(query)  # as score_pairs reads it
-        if self.runs_cross_encoder and self.encoder.fit_query(query)[1]:
-            return (f"long query: the model read its first and last {self.encoder.query_end_tokens} tokens, "
-                    "not the middle")
-        if self._cosine_only is not None and self._cosine_only.fit_query(query)[1]:
-            return (f"long query: the model read its first and last {self._cosine_only.query_end_tokens} tokens, "
-                    "not the middle")
-        return None
+        reader = self.encoder if self.runs_cross_encoder else self._cosine_only
+        if reader is None or not reader.fit_query(whole_characters(query))[1]:  # whole characters: as score_pairs
+            return None
+        return f"long query: the model read its first and last {reader.query_end_tokens} tokens, not the middle"
 
     def probabilities(self, logits: np.ndarray) -> np.ndarray:
         """Calibrated probabilities for raw logits."""
