@@ -243,7 +243,10 @@ class QdrantRetriever:
         models = self._qm
         must: list[Any] = [self._tenant(principal), self._readable(principal)]
         for key, value in (filters or {}).items():
-            field = key if key in _FIELDS else "metadata.path" if key == "document" else f"metadata.{key}"
+            if key == "document":  # path, or source for chunks without one: what the local index's column holds
+                must.append(self._document_is(str(value)))
+                continue
+            field = key if key in _FIELDS else f"metadata.{key}"
             must.append(models.FieldCondition(key=field, match=models.MatchValue(value=value)))
         return models.Filter(must=must)
 
