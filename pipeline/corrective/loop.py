@@ -97,10 +97,10 @@ class CorrectiveRAG:
         pool: dict[str, tuple[StoredChunk, Grade]] = {}
         decision: Decision | None = None
         current, tier_used, conflicts = query, "", []
-        tiers = [("initial search", self.config.k, filters, False), ("rewrite + broader search",
-                 self.config.broader_k, filters, False), ("web search", self.config.web_k, None, True)]
+        tiers = [("initial search", self.config.k, False), ("rewrite + broader search", self.config.broader_k, False),
+                 ("web search", self.config.web_k, True)]
         rounds = 0
-        for name, k, tier_filters, is_web in tiers:
+        for name, k, is_web in tiers:
             if rounds >= self.config.max_rounds:
                 break
             if state.expired():
@@ -109,7 +109,7 @@ class CorrectiveRAG:
             if rounds:
                 state.trace.step("correct", time.monotonic(), strategy=name, query=current, k=k)
             hits = self._web_hits(query, current, k, confidential, state) if is_web else \
-                self._index_hits(current, principal, k, tier_filters, state, rounds + 1)
+                self._index_hits(current, principal, k, filters, state, rounds + 1)  # every index search: filtered
             if hits is None:
                 continue
             rounds += 1
