@@ -18,7 +18,7 @@ from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
-from pipeline.retrieval.documents import Principal, check_name
+from pipeline.retrieval.documents import FILTER_FIELDS, Principal, check_name
 from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
@@ -223,9 +223,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(p)
 
 
-INTEGER_FILTERS = ("authority", "position")  # the integer fields; every other filter matches text
-
-
 def parse_filters(items: list[str] | None) -> dict[str, str | int] | None:
     """``--filter KEY=VALUE`` options as the retrievers' exact-match filters (None without any)."""
     filters: dict[str, str | int] = {}
@@ -235,7 +232,7 @@ def parse_filters(items: list[str] | None) -> dict[str, str | int] | None:
         if not sep or not key:
             raise ConfigError(f"--filter takes KEY=VALUE (e.g. status=active, document=policies/refunds.md), "
                               f"got {item!r}")
-        if key in INTEGER_FILTERS:
+        if FILTER_FIELDS.get(key) is int:  # every other field and metadata key matches text
             try:
                 filters[key] = int(value)
             except ValueError:

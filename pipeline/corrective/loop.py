@@ -128,12 +128,13 @@ class CorrectiveRAG:
             quality = self._assess(query, pool, decision, conflicts, state)
             current = self._rewrite(query, quality.missing_aspects, state)
         state.tier = tier_used
-        return self._answer(query, principal, pool, decision, conflicts, state)
+        return self._answer(query, principal, pool, decision, conflicts, state, filters)
 
     def _index_hits(self, query: str, principal: Principal, k: int, filters: dict[str, Any] | None,
                     state: RunState, round_no: int) -> list[StoredChunk]:
         t0 = time.monotonic()
         hits = [c for c, _ in self.retriever.search(query, principal, k=k, filters=filters)]
+        state.index_hits += len(hits)
         state.trace.step("retrieve", t0, round=round_no, query=query, k=k, filters=filters or {},
                          hits=[c.chunk_id for c in hits])
         return hits
@@ -215,8 +216,15 @@ class CorrectiveRAG:
 
     # ----- answering -----------------------------------------------------------------------------
     def _answer(self, query: str, principal: Principal, pool: dict[str, tuple[StoredChunk, Grade]],
-                decision: Decision | None, conflicts: list[str], state: RunState) -> RAGResult:
+                decision: Decision | None, conflicts: list[str], state: RunState,
+                filters: dict[str, Any] | None = None) -> RAGResult:
         usable = [c for c, g in pool.values() if g.verdict is not Verdict.IRRELEVANT or g.uncertain]
+        if filters and not pool and not state.index_hits:  # no search found anything: name the filters
+            shown = ", ".join(f"{key}={value!r}" for key, value in filters.items())
+            return self._result(state, Outcome.ABSTENTION, f"No document you can read matches the filters {shown}, "
+                                "so I am not answering. Check each filter's name and value (a field such as status "
+                                "or document, or a metadata key of your documents), or ask without them.",
+                                decision=decision)
         if not usable:
             t0 = time.monotonic()
             coverage = self.config.access_denied_min_coverage

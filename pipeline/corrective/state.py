@@ -70,6 +70,7 @@ class RunState:
         self.llm_calls = 0
         self.degraded: list[str] = []
         self.tier = ""
+        self.index_hits = 0  # chunks the index searches returned, before any check: 0 with filters names them
         self.trace = Trace()
 
     def llm_left(self) -> int:

@@ -53,9 +53,9 @@ from pipeline.retrieval.transcript_text import srt_to_text, vtt_to_text
 from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
-__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "NAME_RULE", "Principal", "StoredChunk", "check_encoding", "check_name",
-           "check_roles", "check_search", "chunk_text", "is_record_metadata", "read_document", "read_document_as",
-           "reveals_access_denied", "term_coverage"]
+__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "FILTER_FIELDS", "NAME_RULE", "Principal", "StoredChunk", "check_encoding",
+           "check_name", "check_roles", "check_search", "chunk_text", "is_record_metadata", "read_document",
+           "read_document_as", "reveals_access_denied", "term_coverage"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +91,17 @@ def check_roles(roles: Iterable[str]) -> frozenset[str]:
         raise ConfigError(f"roles must be a collection of role names, got {roles!r}") from None
 
 
+FILTER_FIELDS: dict[str, type] = {  # the chunk fields a filter may name, with the type each holds
+    "chunk_id": str, "tenant": str, "source": str, "title": str, "status": str, "effective_date": str,
+    "document": str, "position": int, "authority": int}
+UNFILTERABLE = ("text", "allowed_roles", "metadata")  # filtered otherwise: by the query, the principal, a key
+
+
 def check_search(query: object, k: int, filters: object) -> None:
     """What every retriever refuses before searching (the local index and Qdrant alike): a query that is not
-    text, k below 1, filters that are not a dict of non-empty field names to one string or number each."""
+    text, k below 1, filters that are not a dict of non-empty field names to one string or number each, a
+    field given a value of the wrong type (``position="3"`` would match nothing, silently) and the fields that
+    are never matched exactly (the text, the roles, the metadata as a whole)."""
     if not isinstance(query, str):
         raise ConfigError(f"query must be a string, got {type(query).__name__}: {query!r:.80}")
     if k < 1:
@@ -107,6 +115,16 @@ def check_search(query: object, k: int, filters: object) -> None:
             raise ConfigError(f"filter keys must be non-empty strings, got {key!r}")
         if not isinstance(value, str | int | float | bool):
             raise ConfigError(f"filter {key!r} must match a string or number, got {value!r}")
+        if key in UNFILTERABLE:
+            raise ConfigError(f"filter {key!r} is not supported: the text is what the query searches, the roles "
+                              f"come from the caller's principal, and metadata is filtered key by key "
+                              f"(e.g. {{'lang': 'en'}})")
+        wanted = FILTER_FIELDS.get(key)
+        if wanted is not None and type(value) is not wanted:
+            fixed = str(value) if wanted is str else int(value) if isinstance(value, bool) or \
+                str(value).strip().lstrip("+-").isdigit() else 3
+            raise ConfigError(f"filter {key!r} holds {'an integer' if wanted is int else 'text'}, got "
+                              f"{type(value).__name__} {value!r}: pass {{{key!r}: {fixed!r}}}")
 
 
 ACCESS_DENIED_MIN_COVERAGE = 0.6

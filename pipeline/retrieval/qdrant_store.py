@@ -247,7 +247,10 @@ class QdrantRetriever:
                 must.append(self._document_is(str(value)))
                 continue
             field = key if key in _FIELDS else f"metadata.{key}"
-            must.append(models.FieldCondition(key=field, match=models.MatchValue(value=value)))
+            if isinstance(value, float):  # MatchValue takes text, integers and booleans; a number is a range
+                must.append(models.FieldCondition(key=field, range=models.Range(gte=value, lte=value)))
+            else:
+                must.append(models.FieldCondition(key=field, match=models.MatchValue(value=value)))
         return models.Filter(must=must)
 
     # ----- Retriever -----------------------------------------------------------------------------

@@ -57,6 +57,21 @@ def test_filters_on_metadata_and_bad_filters(index):
         index.search(None, TENANT_A)  # type: ignore[arg-type]
 
 
+def test_a_filter_of_the_wrong_type_for_its_field_is_refused_not_matched_against_nothing(index):
+    index.add([make_chunk("a-v", "Paris has many museums.", position=3, metadata={"version": 1.5})])
+    assert [c.chunk_id for c, _ in index.search("Paris museums", TENANT_A, filters={"position": 3})] == ["a-v"]
+    assert [c.chunk_id for c, _ in index.search("Paris museums", TENANT_A, filters={"version": 1.5})] == ["a-v"]
+    with pytest.raises(ConfigError, match=r"filter 'position' holds an integer, got str '3': pass \{'position': 3\}"):
+        index.search("Paris", TENANT_A, filters={"position": "3"})  # as JSON from a form: used to match nothing
+    with pytest.raises(ConfigError, match=r"filter 'status' holds text, got int 1: pass \{'status': '1'\}"):
+        index.search("Paris", TENANT_A, filters={"status": 1})
+    with pytest.raises(ConfigError, match="filter 'authority' holds an integer, got bool"):
+        index.search("Paris", TENANT_A, filters={"authority": True})
+    for field in ("text", "allowed_roles", "metadata"):
+        with pytest.raises(ConfigError, match=f"filter '{field}' is not supported: .*roles come from the caller"):
+            index.search("Paris", TENANT_A, filters={field: "x"})
+
+
 def test_reindexing_a_folder_is_idempotent_and_replaces_changed_documents(tmp_path, monkeypatch):
     docs = tmp_path / "docs"
     docs.mkdir()

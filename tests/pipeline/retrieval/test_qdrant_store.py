@@ -85,3 +85,13 @@ def test_qdrant_refuses_bad_search_arguments_as_the_local_index_does(qdrant):
         qdrant.search("Paris", who, filters="format=md")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="k must be >= 1, got 0"):
         qdrant.search("Paris", who, k=0)
+    with pytest.raises(ConfigError, match="filter 'position' holds an integer, got str"):
+        qdrant.search("Paris", who, filters={"position": "3"})
+
+
+def test_qdrant_matches_a_float_metadata_value_as_the_local_index_does(qdrant):
+    qdrant.add([make_chunk("v15", "Release notes for Paris.", tenant="t", metadata={"version": 1.5}),
+                make_chunk("v2", "Release notes for Paris, again.", tenant="t", metadata={"version": 2})])
+    who = Principal(tenant="t")
+    assert [c.chunk_id for c, _ in qdrant.search("Paris release notes", who, filters={"version": 1.5})] == ["v15"]
+    assert [c.chunk_id for c, _ in qdrant.search("Paris release notes", who, filters={"version": 2})] == ["v2"]

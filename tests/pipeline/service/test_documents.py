@@ -111,6 +111,9 @@ def test_filters_scope_every_search_of_a_query(tmp_path, tokens, grader, backend
                         {"status": "active"}, {"document": "nowhere.md"}):
             body = {**QUESTION, "filters": filters}
             answers[str(filters)] = client.post("/v1/query", json=body, headers=_auth(tokens, "reader")).json()
+        typo = client.post("/v1/query", json={**QUESTION, "filters": {"position": "3"}},
+                           headers=_auth(tokens, "reader"))
+    assert typo.status_code == 400 and "filter 'position' holds an integer, got str '3'" in typo.json()["detail"]
     assert {s["document"] for s in answers[str({"document": "archive/refunds.md"})]["sources"]} == {
         "archive/refunds.md"}
     for scoped in ({"document": "policies/refunds.md"}, {"status": "active"}):
@@ -118,6 +121,7 @@ def test_filters_scope_every_search_of_a_query(tmp_path, tokens, grader, backend
         assert "30 days" not in (answers[str(scoped)]["answer"] or "")
     nowhere = answers[str({"document": "nowhere.md"})]
     assert nowhere["outcome"] == "abstention" and not nowhere["sources"]
+    assert nowhere["message"].startswith("No document you can read matches the filters document='nowhere.md'")
     searches = [t["detail"] for t in nowhere["trace"] if t["action"] == "retrieve"]
     assert len(searches) >= 2 and all(s["filters"] == {"document": "nowhere.md"} for s in searches)
 
