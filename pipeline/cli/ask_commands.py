@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError, DataError
@@ -242,6 +242,12 @@ def parse_filters(items: list[str] | None) -> dict[str, str | int] | None:
     return filters or None
 
 
+def source_line(source: dict[str, Any]) -> str:
+    """Where an answer's source is from, for a reader: its URL (web), else its document and title."""
+    named = [source.get("url") or source.get("document") or "", source.get("title") or ""]
+    return " - ".join(dict.fromkeys(part for part in named if part)) or source.get("source") or "?"
+
+
 def _ask(args: argparse.Namespace) -> int:
     filters = parse_filters(args.filter)  # before the index is opened or built
     result = _rag(args).run(args.query, _principal(args), confidential=args.confidential, filters=filters)
@@ -253,7 +259,7 @@ def _ask(args: argparse.Namespace) -> int:
         lines += ["(degraded: " + "; ".join(result.degraded_reasons) + ")"]
     if result.answer:
         lines += ["", result.answer, "", f"sources (grounding: {result.grounding}):"]
-        lines += [f"  {s['chunk_id']}  ({s.get('url') or s['title']}, P={s['probability']})" for s in result.sources]
+        lines += [f"  {s['chunk_id']}  ({source_line(s)}, P={s['probability']})" for s in result.sources]
     if args.trace:
         lines += ["", "trace:"]
         lines += [f"  {t.action:10s} {t.ms:8.1f} ms  {_clip(json.dumps(t.detail), TRACE_WIDTH)}" for t in result.trace]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.ask_commands import source_line
 from pipeline.cli.main import main
 
 QUERY = "In what country is Normandy located?"
@@ -254,10 +255,20 @@ def test_ask_filters_every_search_and_refuses_a_bad_filter_before_opening_the_in
     assert all(h.startswith("Warsaw.md#") for s in searches for h in s["hits"])
     assert main(["ask", "--demo", question, "--json", "--filter", "source=Normans.md", "--filter", "authority=0"]) == 0
     assert "1050s" in json.loads(capsys.readouterr().out)["answer"]
+    assert main(["ask", "--demo", question, "--filter", "source=Nowhere.md"]) == 0
+    assert capsys.readouterr().out.startswith("[abstention] No document you can read matches the filters "
+                                              "source='Nowhere.md'")
     missing = tmp_path / "never-made"
     for bad, says in (("status", "KEY=VALUE"), ("=active", "KEY=VALUE"), ("authority=high", "an integer")):
         assert main(["ask", "--index", str(missing), question, "--filter", bad]) == 2
         assert says in capsys.readouterr().err and not missing.exists()
+
+
+def test_ask_shows_each_source_by_its_url_or_document_and_title():
+    assert source_line({"url": "https://x.org/a", "title": "A", "source": "web"}) == "https://x.org/a - A"
+    assert source_line({"document": "policies/refunds.md", "title": "Refunds"}) == "policies/refunds.md - Refunds"
+    assert source_line({"document": None, "title": "Refunds", "source": "refunds.md"}) == "Refunds"
+    assert source_line({"document": None, "title": "", "source": "refunds.md"}) == "refunds.md"
 
 
 def test_index_add_reads_legacy_text_files_in_the_encoding_named(capsys, tmp_path, demo_cache):
