@@ -11,7 +11,7 @@ from typing import Any
 
 from models.errors import ConfigError
 
-__all__ = ["check_output_path", "check_replaceable_dir", "print_json", "print_table"]
+__all__ = ["check_output_path", "check_replaceable_dir", "print_json", "print_table", "print_text"]
 
 
 def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str | None = None,
@@ -61,6 +61,11 @@ def check_replaceable_dir(out: str | Path, *, key: str, value: str, what: str) -
 def print_json(data: Any) -> None:
     """JSON on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def print_text(text: str) -> None:
+    """Plain text on stdout (the table and JSON helpers cover structured output)."""
+    sys.stdout.write(text + "\n")
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
     from pipeline.retrieval.qdrant_store import QdrantRetriever
-from models.output import print_json, print_table
+from models.output import print_json, print_table, print_text
 from models.progress import progress
 from models.registry import MODEL_OPTION_HELP
 from pipeline.retrieval.ingest import READABLE, STATUSES, ingest
@@ -263,7 +262,7 @@ def _ask(args: argparse.Namespace) -> int:
     if args.trace:
         lines += ["", "trace:"]
         lines += [f"  {t.action:10s} {t.ms:8.1f} ms  {_clip(json.dumps(t.detail), TRACE_WIDTH)}" for t in result.trace]
-    _print_text("\n".join(lines))
+    print_text("\n".join(lines))
     return 0
 
 
@@ -273,11 +272,6 @@ def _clip(text: str, width: int) -> str:
         return text
     cut = text.rfind(" ", 0, width)
     return text[: cut if cut > width // 2 else width - 1] + "…"
-
-
-def _print_text(text: str) -> None:
-    """Plain text on stdout (the table/JSON helpers cover structured output)."""
-    sys.stdout.write(text + "\n")
 
 
 def register_ask(sub: argparse._SubParsersAction) -> None:

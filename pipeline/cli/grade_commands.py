@@ -9,12 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.cascade import CascadeGrader
 from grader.factory import load_grader
+from grader.llm_args import add_llm_arguments, llm_from_args
 from grader.load_rewrites import rewrites_in_use
+from grader.policy import decide
+from grader.protocol import PolicyGrader
 from grader.shift import not_monitored
 from models.cli_args import int_at_least
 from models.errors import ConfigError, DataError
-from models.output import print_json, print_table
+from models.output import print_json, print_table, print_text
 from models.registry import MODEL_OPTION_HELP
 from models.types import Chunk
 
@@ -58,7 +62,12 @@ def _grade(args: argparse.Namespace) -> int:
         chunks += read_chunks(args.chunks)
     if not chunks:
         raise ConfigError("no chunks to grade: pass --chunks FILE or --chunk TEXT")
+    llm = llm_from_args(args)  # checked before the bundle is loaded
     grader = load_grader(args.model, backend=args.backend, threads=args.threads)
+    if llm is not None:  # the small model decides what it is sure of; only its uncertain band reaches the LLM
+        if not isinstance(grader, PolicyGrader):
+            raise ConfigError(f"--model {args.model} has no thresholds to escalate by; pass a calibrated bundle")
+        grader = CascadeGrader(primary=grader, escalate_to=llm)
     grades = grader.grade(args.query, chunks)
     if args.json:
         print_json([{"chunk_id": c.chunk_id, **g.to_dict()} for c, g in zip(chunks, grades, strict=True)])
@@ -70,6 +79,10 @@ def _grade(args: argparse.Namespace) -> int:
     ]
     print_table(f"grades for: {args.query}", ["chunk", "verdict", "P(relevant)", "uncertain", "by", "truncated",
                                              "text", "why"], rows)
+    escalated = sum(g.decided_by == "llm" for g in grades)
+    failed = sum(g.escalation_failed for g in grades)
+    print_text(f"decision: {decide(grades).value}" + (f" ({escalated} chunk(s) decided by the LLM, {failed} it "
+                                                        "could not judge)" if llm is not None else ""))
     return 0
 
 
@@ -83,6 +96,7 @@ def register_grade(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default="onnx", choices=["onnx", "torch", "auto"])
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_llm_arguments(p)
     p.set_defaults(handler=_grade)
 
 

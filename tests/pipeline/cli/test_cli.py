@@ -33,6 +33,31 @@ def test_grade_table_and_text_chunks(capsys, tmp_path):
     assert "only repeats words of the" in " ".join(capsys.readouterr().out.split())
 
 
+def test_grade_sends_only_the_uncertain_chunks_to_the_llm_and_prints_the_decision(capsys, server):
+    chunks = ["Normandy is a region in France.", "Bananas are yellow.", "Rouen is the capital of Normandy."]
+    args = ["grade", "--query", QUERY, *[a for c in chunks for a in ("--chunk", c)]]
+    assert main([*args, "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main([*args, "--json", "--llm-model", "m", "--llm-base-url", server.base_url]) == 0
+    cascaded = json.loads(capsys.readouterr().out)
+    band = [i for i, g in enumerate(alone) if g["uncertain"] and g["decided_by"] == "model"]
+    assert band and len(server.requests) == len(band)  # one call per uncertain chunk, none for the sure ones
+    assert [i for i, g in enumerate(cascaded) if g["decided_by"] == "llm"] == band
+    same = [{k: v for k, v in g.items() if k != "latency_ms"} for g in (*alone, *cascaded)]
+    assert all(same[i] == same[len(chunks) + i] for i in range(len(chunks)) if i not in band)
+    assert main([*args, "--llm-model", "m", "--llm-base-url", server.base_url]) == 0
+    assert f"decision: correct ({len(band)} chunk(s) decided by the LLM, 0 it could not judge)" in \
+        capsys.readouterr().out  # the fake calls a chunk sharing the question's words relevant
+    assert main(args) == 0
+    small_alone = capsys.readouterr().out.splitlines()[-1]
+    server.default = "500"
+    assert main([*args, "--llm-model", "m2", "--llm-base-url", server.base_url, "--llm-retries", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        f"{small_alone} (0 chunk(s) decided by the LLM, {len(band)} it could not judge)"  # flagged, never guessed
+    assert main([*args, "--llm-model", "m", "--llm-retries", "0"]) == 2
+    assert "--llm-retries must be >= 1" in capsys.readouterr().err
+
+
 def test_eval_writes_report_and_plots(capsys, tmp_path, squad_pairs_file):
     report = tmp_path / "r.json"
     code = main(["eval", "--model", "default", "--data", str(squad_pairs_file), "--json", str(report),
