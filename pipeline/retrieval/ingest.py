@@ -72,6 +72,9 @@ def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None 
             if not _readable(path):
                 raise DataError(f"{path}: unsupported file type {path.suffix!r}; supported: {list(READABLE)}")
             found.append(path)
+        elif re.match(r"[a-z][a-z0-9+.-]*://", str(raw), re.IGNORECASE):
+            raise DataError(f"{raw}: a URL; indexing reads files and folders, never the network: save the page "
+                            f"first (e.g. curl -o page.html '{raw}') and index the file")
         else:
             raise DataError(f"{path}: no such file or folder")
     if not found:

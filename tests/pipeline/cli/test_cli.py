@@ -227,7 +227,10 @@ def test_an_output_is_never_written_over_the_input(tmp_path, capsys, fixtures):
      (["eval", "--data", "/"], "/ is a folder; pass one file of pairs"),  # was "no such file"
      (["grade", "--query", QUERY, "--chunks", "/"], "/ is a folder; pass one file of chunks"),  # was a traceback
      (["grade-file", "/nonexistent.jsonl", "--out", "/tmp/never-made.jsonl"], "no such file or folder of pairs"),
-     (["ask", "What religion were the Normans?"], "pass --index DIR (built with `crag index add`), --qdrant-url")],
+     (["ask", "What religion were the Normans?"], "pass --index DIR (built with `crag index add`), --qdrant-url"),
+     (["index", "add", "https://example.com/faq.html", "--index", "/tmp/never-made", "--tenant", "acme"],
+      "https://example.com/faq.html: a URL; indexing reads files and folders, never the network: save the page "
+      "first (e.g. curl -o page.html 'https://example.com/faq.html')")],  # was "https:/example.com/...: no such"
 )
 def test_errors_are_one_line(capsys, argv, message):
     assert main(argv) == 2
