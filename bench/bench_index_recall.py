@@ -10,9 +10,11 @@ Run: python bench/bench_index_recall.py --squad ../shared/data/squad1/train-v1.1
          --cache /tmp/squad_vectors.npz [--questions 2000] [--json bench/results_index_recall.json]
 
 ``--story-words MIN MAX`` makes every question a long message: MIN-MAX words of other articles' paragraphs told
-before it (seeded), and searches each one four ways on the same index, interleaved: the message embedded as it is
-(the first 254 tokens) and by its two ends (what the index does since 2026-12-07), and the corrective loop's keyword
-rewrite of it, made of the whole message's words (before 2026-12-07) or of its question's (since).
+before it (seeded), and searches each one five ways on the same index, interleaved: the message embedded as it is
+(the first 254 tokens) and by its two ends (what the index does since 2026-12-07), the corrective loop's keyword
+rewrite of it, made of the whole message's words (before 2026-12-07) or of its question's (since), and the loop's
+first search (``first_search``: the question as written, with the identifiers told before it; the first search
+was the whole message until 2026-12-07, i.e. "two_ends").
 """
 
 from __future__ import annotations
@@ -151,14 +153,14 @@ def _long_questions(args, chunks, asked) -> None:
     embedder.embed([c.text for c in chunks])
     embedder.save()
     principal = Principal(tenant="squad")
-    from pipeline.corrective.correction import rewrite_query
+    from pipeline.corrective.correction import first_search, rewrite_query
     from pipeline.retrieval.words import content_words
 
     def rewrite_whole(message: str) -> str:  # the loop's keyword rewrite before 2026-12-07: every word of the message
         return " ".join(dict.fromkeys(w for w in content_words(message.replace(",", " ").split()) if len(w) > 2))
 
     ways = {"as_is": lambda q: q, "two_ends": lambda q: q, "rewrite_whole_message": rewrite_whole,
-            "rewrite_its_question": rewrite_query}
+            "rewrite_its_question": rewrite_query, "first_search": first_search}
     found = {way: [0, 0.0] for way in ways}
     with tempfile.TemporaryDirectory() as tmp:
         index = LocalHybridIndex(Path(tmp) / "idx", embedder=embedder)

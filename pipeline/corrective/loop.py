@@ -24,7 +24,13 @@ from models.tracing import span
 from models.types import Chunk, Decision, Grade, Verdict, is_blank
 from pipeline.corrective.answering import ANSWER_LLM_CALLS, Answerer, Draft
 from pipeline.corrective.context_quality import ContextQuality, heuristic_quality
-from pipeline.corrective.correction import drop_bad_chunks, order_by_authority, refine, rewrite_query
+from pipeline.corrective.correction import (
+    drop_bad_chunks,
+    first_search,
+    order_by_authority,
+    refine,
+    rewrite_query,
+)
 from pipeline.corrective.generation import Evidence, LLMAnswerer
 from pipeline.corrective.outcomes import Outcome, RAGResult, TraceStep
 from pipeline.corrective.state import RAGConfig, RunState
@@ -96,7 +102,7 @@ class CorrectiveRAG:
                                 "say what you want to know, e.g. which document, product or period it is about?")
         pool: dict[str, tuple[StoredChunk, Grade]] = {}
         decision: Decision | None = None
-        current, tier_used, conflicts = query, "", []
+        current, tier_used, conflicts = first_search(query), "", []  # a long message: its question
         tiers = [("initial search", self.config.k, False), ("rewrite + broader search", self.config.broader_k, False),
                  ("web search", self.config.web_k, True)]
         rounds = 0

@@ -7,6 +7,7 @@ import pytest
 from models import ConfigError
 from pipeline.corrective.correction import (
     drop_bad_chunks,
+    first_search,
     identifiers,
     keep_identifiers,
     order_by_authority,
@@ -319,6 +320,21 @@ def test_aspects_are_content_words_not_stopwords():
     assert rewrite_query("How often is the backup job run?") == "backup job"
     assert rewrite_query("How long does shipping to the US take?") == "shipping US"  # an acronym, not "us"
     assert rewrite_query("WHAT IS THE STATUS OF MY ORDER?") == "STATUS ORDER"  # capitals throughout: no acronyms
+
+
+def test_the_first_search_of_a_long_message_looks_for_its_question_and_the_grader_reads_it_all(index, grader):
+    story = ("I have been reading about tropical fruit, the potassium in bananas and which regions grow them best, "
+             "for a school project on farming, exports and diets in tropical regions around the world. ")
+    assert first_search(story + "Anyway, what is the capital of France?") == "what is the capital of France?"
+    assert first_search("Invoice INV-2044 was charged twice and the bank shows both charges while the app shows "
+                        "one, so support said to ask here. How do I get a refund?") == "How do I get a refund? INV-2044"
+    assert first_search("What is the capital of France?") == "What is the capital of France?"  # short: as asked
+    result = CorrectiveRAG(index, grader, config=RAGConfig(k=1)).run(story + "Anyway, what is the capital of France?",
+                                                                      TENANT_A)
+    first = next(t.detail for t in result.trace if t.action == "retrieve")
+    assert first["query"] == "what is the capital of France?" and first["hits"] == ["a-paris"]  # was a-bananas
+    graded = next(t.detail for t in result.trace if t.action == "grade")
+    assert list(graded["grades"]) == ["a-paris"]
 
 
 def test_access_denied_needs_the_whole_question_not_one_rare_token(tmp_path):
