@@ -234,7 +234,8 @@ class CorrectiveRAG:
         if not usable:
             t0 = time.monotonic()
             coverage = self.config.access_denied_min_coverage
-            hidden = 0 if coverage is None else self.retriever.hidden_matches(query, principal, min_coverage=coverage)
+            hidden = 0 if coverage is None else self.retriever.hidden_matches(first_search(query), principal,
+                                                                             min_coverage=coverage)
             state.trace.step("access_check", t0, hidden_matches=hidden > 0)
             if hidden:
                 return self._result(state, Outcome.ACCESS_DENIED, "Documents that may answer this exist, but your "

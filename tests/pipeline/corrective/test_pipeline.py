@@ -335,6 +335,11 @@ def test_the_first_search_of_a_long_message_looks_for_its_question_and_the_grade
     assert first["query"] == "what is the capital of France?" and first["hits"] == ["a-paris"]  # was a-bananas
     graded = next(t.detail for t in result.trace if t.action == "grade")
     assert list(graded["grades"]) == ["a-paris"]
+    holiday = ("I came back from a long holiday by the sea with my family, the weather was lovely and the trains "
+               "were on time, and now my manager wants a status update on several projects by tonight. ")
+    denied = CorrectiveRAG(index, grader).run(holiday + "So, what is the merger code name for Project Falcon?",
+                                              TENANT_A)
+    assert denied.outcome is Outcome.ACCESS_DENIED  # as for the question alone; the story's words used to count
 
 
 def test_access_denied_needs_the_whole_question_not_one_rare_token(tmp_path):
