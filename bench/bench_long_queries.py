@@ -47,6 +47,7 @@ def main() -> None:
     from sklearn.metrics import roc_auc_score
 
     from grader import load_grader
+    from pipeline.corrective.correction import first_search
     from training.recipe import domain_sets
 
     rng = random.Random(args.seed)
@@ -78,10 +79,11 @@ def main() -> None:
         for form in ("short", "before", "after"):
             pairs = [(p.query if form == "short" else long_queries[p.query][0 if form == "before" else 1], p.text)
                      for p in items]
-            for way in ("whole", "ends"):  # interleaved: same machine state
+            for way in ("whole", "ends", "question"):  # interleaved: same machine state
                 for reader in readers:
                     reader.fit_query = read_whole if way == "whole" else ends[reader]
-                probs = grader.scores_as_graded(pairs).probabilities  # no timing: the cosine's cache is shared
+                read = [(first_search(q), t) for q, t in pairs] if way == "question" else pairs
+                probs = grader.scores_as_graded(read).probabilities  # no timing: the cosine's cache is shared
                 row[f"{form}/{way}"] = round(float(roc_auc_score(labels, probs)), 4)
             for reader in readers:
                 reader.fit_query = ends[reader]
