@@ -9,12 +9,14 @@ implementations are compared on identical vectors. Works against any tree whose 
 Run: python bench/bench_index_recall.py --squad ../shared/data/squad1/train-v1.1.json \
          --cache /tmp/squad_vectors.npz [--questions 2000] [--json bench/results_index_recall.json]
 
-``--story-words MIN MAX`` makes every question a long message: MIN-MAX words of other articles' paragraphs told
-before it (seeded), and searches each one five ways on the same index, interleaved: the message embedded as it is
-(the first 254 tokens) and by its two ends (what the index does since 2026-12-07), the corrective loop's keyword
-rewrite of it, made of the whole message's words (before 2026-12-07) or of its question's (since), and the loop's
-first search (``first_search``: the question as written, with the identifiers told before it; the first search
-was the whole message until 2026-12-07, i.e. "two_ends").
+``--story-words MIN MAX`` makes every question a long message: MIN-MAX words of other articles' paragraphs (seeded,
+ended with a period) told before it, after it, or after it and followed by a closing question of no content such
+as "Can anyone help?" (``--form``), and searches each one six ways on the same index, interleaved: the message
+embedded as it is (the first 254 tokens) and by its two ends (what the index does since 2026-12-07), the corrective
+loop's keyword rewrite of it, made of the whole message's words (before 2026-12-07) or of its question's (since),
+the loop's first search (``first_search``: the question as written, with the identifiers told around it; the
+whole message until 2026-12-07), and that search and the whole message's with their hits taken in turn (tried,
+not adopted).
 """
 
 from __future__ import annotations
@@ -33,6 +35,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path and not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(ROOT))
+
+
+def interleaved_hits(ranked_lists, k):
+    """The first ``k`` distinct chunks of several searches' hits taken in turn (tried for the first search of a long
+    message: its question and the message as written; lower recall than the question alone, so not adopted)."""
+    out = {}
+    for rank in range(max((len(r) for r in ranked_lists), default=0)):
+        for ranked in ranked_lists:
+            if rank < len(ranked) and len(out) < k:
+                out.setdefault(ranked[rank].chunk_id, ranked[rank])
+    return list(out.values())
+
+
+CLOSINGS = ("Can anyone help?", "Any ideas?", "Is that right?", "What am I missing?", "Does anyone know?",
+            "Could you help me with this?")
 
 
 class CachedEmbedder:
@@ -101,6 +118,9 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--story-words", type=int, nargs=2, metavar=("MIN", "MAX"),
                         help="make each question a long message: this many words of other paragraphs before it")
+    parser.add_argument("--form", choices=["before", "after", "after_closing"], default="before",
+                        help="with --story-words: the words told before the question, after it, or after it "
+                             "and followed by a closing question of no content ('Can anyone help?')")
     args = parser.parse_args()
     from pipeline.retrieval.documents import Principal
     from pipeline.retrieval.index import LocalHybridIndex
@@ -148,7 +168,10 @@ def _long_questions(args, chunks, asked) -> None:
             other = rng.choice(chunks)
             if article_of[other.chunk_id] != article_of[gold]:
                 story += other.text.split()[:60]
-        long_asked.append((" ".join(story[:words]) + " " + question, gold))
+        told = " ".join(story[:words]).rstrip(".,;:") + "."  # cut at a word, ended as a writer ends a sentence
+        closing = rng.choice(CLOSINGS)
+        long_asked.append(({"before": f"{told} {question}", "after": f"{question} {told}",
+                            "after_closing": f"{question} {told} {closing}"}[args.form], gold))
     embedder = CachedEmbedder(Path(args.cache))
     embedder.embed([c.text for c in chunks])
     embedder.save()
@@ -160,7 +183,8 @@ def _long_questions(args, chunks, asked) -> None:
         return " ".join(dict.fromkeys(w for w in content_words(message.replace(",", " ").split()) if len(w) > 2))
 
     ways = {"as_is": lambda q: q, "two_ends": lambda q: q, "rewrite_whole_message": rewrite_whole,
-            "rewrite_its_question": rewrite_query, "first_search": first_search}
+            "rewrite_its_question": rewrite_query, "first_search": first_search,
+            "first_search_and_message": None}
     found = {way: [0, 0.0] for way in ways}
     with tempfile.TemporaryDirectory() as tmp:
         index = LocalHybridIndex(Path(tmp) / "idx", embedder=embedder)
@@ -168,12 +192,17 @@ def _long_questions(args, chunks, asked) -> None:
         for question, gold in long_asked:
             for way, searched in ways.items():  # interleaved, same index
                 embedder.fit_queries = way != "as_is"
-                ranked = [c.chunk_id for c, _ in index.search(searched(question), principal, k=args.k)]
+                if searched is None:  # both searches, their hits taken in turn (what the loop's first round does)
+                    ranked = [c.chunk_id for c in interleaved_hits(
+                        [[c for c, _ in index.search(q, principal, k=args.k)] for q in (first_search(question),
+                                                                                         question)], args.k)]
+                else:
+                    ranked = [c.chunk_id for c, _ in index.search(searched(question), principal, k=args.k)]
                 if gold in ranked:
                     found[way][0] += 1
                     found[way][1] += 1.0 / (ranked.index(gold) + 1)
     result = {"paragraphs": len(chunks), "questions": len(long_asked), "k": args.k,
-              "story_words": args.story_words,
+              "story_words": args.story_words, "form": args.form,
               **{f"{way}_recall_at_{args.k}": round(hits / len(long_asked), 4) for way, (hits, _) in found.items()},
               **{f"{way}_mrr_at_{args.k}": round(rr / len(long_asked), 4) for way, (_, rr) in found.items()}}
     print(json.dumps(result))

@@ -38,6 +38,14 @@ QUESTION_OPENERS = frozenset({
     "did", "can", "could", "should", "would", "will", "may", "might", "has", "have", "had"})
 
 
+# words of a question that asks for help with what was told, not about a subject of its own
+CONVERSATIONAL = frozenset({
+    "help", "anyone", "anybody", "someone", "somebody", "everyone", "ideas", "idea", "suggestions", "suggestion",
+    "advice", "thoughts", "think", "right", "wrong", "missing", "something", "anything", "doing", "know", "possible",
+    "correct", "fix", "solve", "work", "works", "working", "happening", "happen", "mean", "normal", "okay", "ok",
+    "else", "way", "guys", "folks", "tips", "recommend", "recommendations", "explain", "case", "expected"})
+
+
 def aspects_of(query: str) -> list[str]:
     """Content terms of the question, in order and without repeats. In a long message (more than ``MAX_ASPECTS``
     terms: a story told before the question, "... Anyway, what religion were the Normans?") only its question's:
@@ -63,18 +71,22 @@ def _terms(text: str) -> list[str]:
 
 
 def _question_part(query: str) -> str | None:
-    """The last clause that ends with "?", from the clause before it that opens with a question word (what, how,
-    can, ...) when there is one; None when no clause ends with "?"."""
+    """The last question of the message that asks about something: a clause ending with "?", from the clause
+    before it that opens with a question word (what, how, can, ...) when there is one, with a content term that is
+    not a conversational one ("Can anyone help?", "How do I fix it?" ask about what was told before them, so an
+    earlier question is taken, or none); None when no such question is found."""
     clauses = re.split(r"(?<=[.!?;:,])\s+", query.strip())
     ends = [i for i, clause in enumerate(clauses) if clause.rstrip().endswith("?")]
-    if not ends:
-        return None
-    end = ends[-1]
-    for start in range(end, max(-1, end - 4), -1):  # a question spans a few clauses at most
-        first = re.match(r"\W*(\w+)", clauses[start])
-        if first is not None and first.group(1).lower() in QUESTION_OPENERS:
-            return " ".join(clauses[start:end + 1])
-    return clauses[end]
+    for end in reversed(ends):
+        question = clauses[end]
+        for start in range(end, max(-1, end - 4), -1):  # a question spans a few clauses at most
+            first = re.match(r"\W*(\w+)", clauses[start])
+            if first is not None and first.group(1).lower() in QUESTION_OPENERS:
+                question = " ".join(clauses[start:end + 1])
+                break
+        if any(term.lower() not in CONVERSATIONAL for term in _terms(question)):
+            return question
+    return None
 
 
 def _mentions(text: str, aspect: str) -> bool:

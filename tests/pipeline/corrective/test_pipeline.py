@@ -314,6 +314,14 @@ def test_aspects_are_content_words_not_stopwords():
     assert len(aspects_of(story + "Tell me about the Normans.")) > 12  # no question mark: every term counts
     assert aspects_of("Why does the build fail, and how do I fix it?") == ["build", "fail", "fix"]  # short: whole
     assert rewrite_query(story + "Anyway, what religion were the Normans?") == "religion Normans"  # its question
+    from pipeline.corrective.context_quality import question_of
+
+    assert question_of(story + "What religion were the Normans? Can anyone help?") == \
+        "What religion were the Normans?"  # a closing that asks for help is not the question (it was taken for it)
+    assert question_of(story + "What religion were the Normans? I read it twice. Any ideas, what am I missing?") == \
+        "What religion were the Normans?"
+    stuck = story + "Now the build fails with error E1234 in the linker stage. How do I fix it?"
+    assert question_of(stuck) == stuck  # what to fix was told before the question: the whole message counts
     assert rewrite_query("My invoice INV-2044 was charged twice; I called support twice, waited two weeks, and my "
                          "bank statement still shows both charges while the app shows one. How do I get a refund?"
                          ) == "refund INV-2044"  # an identifier told in the story is kept
