@@ -22,6 +22,7 @@ from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
     from pipeline.retrieval.qdrant_store import QdrantRetriever
+from models.cli_args import int_at_least
 from models.output import print_json, print_table, print_text
 from models.progress import progress
 from models.registry import MODEL_OPTION_HELP
@@ -133,6 +134,23 @@ def _index_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_search(args: argparse.Namespace) -> int:
+    """What retrieval finds for a query, ranked, before any grading: to see why an answer missed a document."""
+    filters = parse_filters(args.filter)  # before the index is opened
+    principal = _principal(args)
+    store = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
+    hits = store.search(args.query, principal, k=args.k, filters=filters)
+    rows = [{"rank": rank, "chunk_id": c.chunk_id, "document": c.document, "title": c.title, "score": round(score, 4),
+             "status": c.status, "text": c.text} for rank, (c, score) in enumerate(hits, start=1)]
+    if args.json:
+        print_json(rows)
+        return 0
+    print_table(f"{len(rows)} hit(s) for: {args.query}", ["rank", "chunk", "document", "score", "text"],
+                [(r["rank"], r["chunk_id"], r["document"], r["score"], _clip(" ".join(r["text"].split()), 80))
+                 for r in rows])
+    return 0
+
+
 def _index_stats(args: argparse.Namespace) -> int:
     print_json(LocalHybridIndex.open_existing(args.index).stats())
     return 0
@@ -187,6 +205,21 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     listing.add_argument("--after", default="", help="list the names after this one (the last of a previous page)")
     listing.add_argument("--limit", type=int, default=1000)
     listing.set_defaults(handler=_index_list)
+    search = isub.add_parser("search", help="what retrieval finds for a query in one tenant's scope, ranked, before "
+                                            "any grading (the hybrid score: lexical and dense ranks fused)")
+    search.add_argument("query")
+    where = search.add_mutually_exclusive_group(required=True)
+    where.add_argument("--index", help="local index directory")
+    where.add_argument("--qdrant-url", help="Qdrant server or cluster (API key in $QDRANT_API_KEY)")
+    where.add_argument("--demo", action="store_true", help="the shipped SQuAD demo corpus (built on first use)")
+    search.add_argument("--collection", default="crag", help="Qdrant collection")
+    search.add_argument("--tenant", default=DEMO_TENANT)
+    search.add_argument("--roles", default="", help="comma-separated roles of the reader (default: none)")
+    search.add_argument("-k", "--k", type=int_at_least(1), default=8, help="hits to show")
+    search.add_argument("--filter", action="append", metavar="KEY=VALUE",
+                        help="exact-match filter, as `crag ask --filter` (repeatable)")
+    search.add_argument("--json", action="store_true", help="print JSON (with each hit's whole text)")
+    search.set_defaults(handler=_index_search)
     stats = isub.add_parser("stats", help="chunks per tenant, documents, embedder, size")
     stats.add_argument("--index", required=True)
     stats.set_defaults(handler=_index_stats)

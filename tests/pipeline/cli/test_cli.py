@@ -325,6 +325,18 @@ def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     assert json.loads(capsys.readouterr().out)["outcome"] == "access_denied"
     assert main(["ask", "--index", str(tmp_path / "nope"), "--json", "How do I reset my password?"]) == 2
     assert "is not an index" in capsys.readouterr().err
+    search = ["index", "search", "reset my password", "--index", index, "--tenant", "acme", "--json"]
+    assert main([*search, "--roles", "support"]) == 0  # what retrieval finds, before any grading
+    hits = json.loads(capsys.readouterr().out)
+    assert [(h["rank"], h["document"], h["title"]) for h in hits] == [(1, str(docs / "reset.md"), "Password reset")]
+    assert hits[0]["text"].startswith("# Password reset") and hits[0]["score"] > 0
+    assert main(search) == 0 and json.loads(capsys.readouterr().out) == []  # the roles' scope, as `ask` has it
+    assert main([*search, "--roles", "support", "--filter", "status=superseded"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main([*search[:-1], "--roles", "support"]) == 0
+    assert "1 hit(s) for: reset my password" in capsys.readouterr().out
+    assert main(["index", "search", "x", "--index", str(tmp_path / "nope"), "--filter", "position=top"]) == 2
+    assert "takes an integer" in capsys.readouterr().err and not (tmp_path / "nope").exists()
     assert main(["index", "remove", "--index", index, "--tenant", "acme", "--document", "resett.md"]) == 0
     mistyped = json.loads(capsys.readouterr().out)  # 0 removed used to read like a success
     assert mistyped["chunks_removed"] == 0 and f"nothing matched; `crag index list --index {index} --tenant acme`" \
