@@ -146,8 +146,8 @@ def _index_search(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     print_table(f"{len(rows)} hit(s) for: {args.query}", ["rank", "chunk", "document", "score", "text"],
-                [(r["rank"], r["chunk_id"], r["document"], r["score"], _clip(" ".join(r["text"].split()), 80))
-                 for r in rows])
+                [(rank, c.chunk_id, c.document, round(score, 4), _clip(" ".join(c.text.split()), 80))
+                 for rank, (c, score) in enumerate(hits, start=1)])
     return 0
 
 
