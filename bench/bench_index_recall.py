@@ -11,12 +11,12 @@ Run: python bench/bench_index_recall.py --squad ../shared/data/squad1/train-v1.1
 
 ``--story-words MIN MAX`` makes every question a long message: MIN-MAX words of other articles' paragraphs (seeded,
 ended with a period) told before it, after it, or after it and followed by a closing question of no content such
-as "Can anyone help?" (``--form``), and searches each one six ways on the same index, interleaved: the message
+as "Can anyone help?" (``--form``), and searches each one seven ways on the same index, interleaved: the message
 embedded as it is (the first 254 tokens) and by its two ends (what the index does since 2026-12-07), the corrective
 loop's keyword rewrite of it, made of the whole message's words (before 2026-12-07) or of its question's (since),
 the loop's first search (``first_search``: the question as written, with the identifiers told around it; the
-whole message until 2026-12-07), and that search and the whole message's with their hits taken in turn (tried,
-not adopted).
+whole message until 2026-12-07), the question alone (nothing told around it: the ceiling), and the first search
+and the whole message's with their hits taken in turn (tried, not adopted).
 """
 
 from __future__ import annotations
@@ -176,6 +176,7 @@ def _long_questions(args, chunks, asked) -> None:
     embedder.embed([c.text for c in chunks])
     embedder.save()
     principal = Principal(tenant="squad")
+    from pipeline.corrective.context_quality import question_of
     from pipeline.corrective.correction import first_search, rewrite_query
     from pipeline.retrieval.words import content_words
 
@@ -183,7 +184,7 @@ def _long_questions(args, chunks, asked) -> None:
         return " ".join(dict.fromkeys(w for w in content_words(message.replace(",", " ").split()) if len(w) > 2))
 
     ways = {"as_is": lambda q: q, "two_ends": lambda q: q, "rewrite_whole_message": rewrite_whole,
-            "rewrite_its_question": rewrite_query, "first_search": first_search,
+            "rewrite_its_question": rewrite_query, "first_search": first_search, "question_alone": question_of,
             "first_search_and_message": None}
     found = {way: [0, 0.0] for way in ways}
     with tempfile.TemporaryDirectory() as tmp:

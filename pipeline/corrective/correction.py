@@ -167,35 +167,43 @@ def identifiers(text: str) -> set[str]:
     return set(IDENTIFIER.findall(text))
 
 
+PLAIN_NUMBER = re.compile(r"\d+(?:[.,/]\d+)*")  # "2 weeks", "in 2001": told numbers, rarely what to search on
+
+
+def _told(query: str, focus: str) -> list[str]:
+    """The identifiers of a long message outside its question that are worth searching on: codes, names, dates,
+    versions; not the plain numbers of a story (searched for, they cost 3 points of recall@8 in the bench)."""
+    return sorted(i for i in identifiers(query) - identifiers(focus) if not PLAIN_NUMBER.fullmatch(i))
+
+
 def first_search(query: str) -> str:
     """What the first search looks for: the query itself, or for a long message its question (:func:`question_of`)
     with the identifiers told elsewhere in the message. 150 words told around a question drown its words in both
-    the lexical and the dense search (recall@8 3-5% against 85-87% for the question in
+    the lexical and the dense search (recall@8 3-5% against ~0.9 for the question in
     ``bench/bench_index_recall.py --story-words``); the grader still reads the whole message."""
     focus = question_of(query)
-    if focus == query:
-        return query
-    told = sorted(identifiers(query) - identifiers(focus))
-    return " ".join([focus, *told])
+    return query if focus == query else " ".join([focus, *_told(query, focus)])
 
 
 def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
     """A keyword query focused on the content words (and any missing aspects), keeping every identifier.
 
-    A long message is searched on its question's words (:func:`question_of`), the identifiers of the whole message
+    A long message is searched on its question's words (:func:`question_of`), the identifiers told elsewhere in it
     added (an invoice number told in the story still matters); a story's words would drown the question's in any
-    search. If the rewrite would drop an identifier, the raw query is returned instead.
+    search. If the rewrite would drop an identifier, what the first search looked for is returned instead (for a
+    short query, the query itself).
     """
     focus = question_of(query)
     words = content_words(re.findall(r"[\w'-]+", focus))
     kept: list[str] = []
-    told = sorted(identifiers(query) - identifiers(focus)) if focus != query else []
+    told = _told(query, focus) if focus != query else []
     for word in [*words, *missing, *told]:
         if word.strip() and word.lower() not in (k.lower() for k in kept):
             kept.append(word.strip())
+    searched = first_search(query)
     if not any(len(w) >= 3 for w in words):
-        return query
-    return keep_identifiers(query, " ".join(kept))
+        return searched
+    return keep_identifiers(searched, " ".join(kept))
 
 
 def keep_identifiers(query: str, candidate: str) -> str:
