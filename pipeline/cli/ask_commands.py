@@ -66,8 +66,22 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
         rag=RAGConfig(**rag_settings(args)))
-    retriever = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
+    retriever = _store(args) if args.qdrant_url else _local_index_of(args)
     return build_rag(retriever, settings)
+
+
+def _local_index_of(args: argparse.Namespace) -> LocalHybridIndex:
+    """The local index a reader's command opens, refused when the reader's tenant has no documents in it: every
+    question would end in an abstention that reads like "your documents do not say" (``--tenant`` forgotten,
+    so the demo's tenant was searched, or mistyped)."""
+    root = _index_path(args)
+    index = LocalHybridIndex.open_existing(root)
+    held = index.tenants()
+    if args.tenant not in held:
+        fix = (f"it holds tenant(s) {', '.join(sorted(held))}: pass --tenant NAME" if held else
+               f"it is empty: add documents with `crag index add --index {root} --tenant NAME FILES`")
+        raise ConfigError(f"tenant {args.tenant!r} has no documents in {root}; {fix}")
+    return index
 
 
 def _store(args: argparse.Namespace) -> LocalHybridIndex | QdrantRetriever:
@@ -138,7 +152,7 @@ def _index_search(args: argparse.Namespace) -> int:
     """What retrieval finds for a query, ranked, before any grading: to see why an answer missed a document."""
     filters = parse_filters(args.filter)  # before the index is opened
     principal = _principal(args)
-    store = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(_index_path(args))
+    store = _store(args) if args.qdrant_url else _local_index_of(args)
     hits = store.search(args.query, principal, k=args.k, filters=filters)
     rows = [{"rank": rank, "chunk_id": c.chunk_id, "document": c.document, "title": c.title, "score": round(score, 4),
              "status": c.status, "text": c.text} for rank, (c, score) in enumerate(hits, start=1)]

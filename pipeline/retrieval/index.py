@@ -398,6 +398,14 @@ class LocalHybridIndex:
         for row in conn.execute(sql, params).fetchall():
             yield _chunk_from_row(row)
 
+    def tenants(self) -> dict[str, int]:
+        """Chunks per tenant, from the access scopes' counts (no scan of the chunks)."""
+        conn = self._conn()
+        if conn is None:
+            return {}
+        rows = conn.execute("SELECT tenant, sum(chunks) FROM scopes GROUP BY tenant HAVING sum(chunks) > 0")
+        return {tenant: int(n) for tenant, n in rows.fetchall()}
+
     def __len__(self) -> int:
         conn = self._conn()
         return 0 if conn is None else int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])

@@ -337,6 +337,15 @@ def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     assert "1 hit(s) for: reset my password" in capsys.readouterr().out
     assert main(["index", "search", "x", "--index", str(tmp_path / "nope"), "--filter", "position=top"]) == 2
     assert "takes an integer" in capsys.readouterr().err and not (tmp_path / "nope").exists()
+    for forgot in (["ask", "--index", index, "How do I reset my password?"],  # the demo's tenant, silently
+                   ["index", "search", "reset my password", "--index", index, "--tenant", "acmee"]):
+        assert main(forgot) == 2  # was an abstention / no hits, as if the documents did not say
+        assert f"has no documents in {index}; it holds tenant(s) acme: pass --tenant NAME" in capsys.readouterr().err
+    empty = str(tmp_path / "empty")
+    assert main(["index", "create", "--index", empty]) == 0
+    capsys.readouterr()
+    assert main(["ask", "--index", empty, "--tenant", "acme", "How do I reset my password?"]) == 2
+    assert f"it is empty: add documents with `crag index add --index {empty}" in capsys.readouterr().err
     assert main(["index", "remove", "--index", index, "--tenant", "acme", "--document", "resett.md"]) == 0
     mistyped = json.loads(capsys.readouterr().out)  # 0 removed used to read like a success
     assert mistyped["chunks_removed"] == 0 and f"nothing matched; `crag index list --index {index} --tenant acme`" \

@@ -57,6 +57,16 @@ def test_filters_on_metadata_and_bad_filters(index):
         index.search(None, TENANT_A)  # type: ignore[arg-type]
 
 
+def test_tenants_counts_chunks_per_tenant_and_forgets_an_emptied_one(tmp_path):
+    idx = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    assert idx.tenants() == {}
+    idx.add([make_chunk("a1", "Alpha."), make_chunk("a2", "Beta.", roles=("ops",)), make_chunk("b1", "Gamma.",
+                                                                                                tenant="b")])
+    assert idx.tenants() == {"a": 2, "b": 1}
+    idx.remove(tenant="b")
+    assert idx.tenants() == {"a": 2}
+
+
 def test_a_filter_of_the_wrong_type_for_its_field_is_refused_not_matched_against_nothing(index):
     index.add([make_chunk("a-v", "Paris has many museums.", position=3, metadata={"version": 1.5})])
     assert [c.chunk_id for c, _ in index.search("Paris museums", TENANT_A, filters={"position": 3})] == ["a-v"]
