@@ -23,6 +23,7 @@ STOPWORDS = QUESTION_WORDS | {
     "takes", "took", "run", "runs", "ran", "use", "used", "uses", "come", "came", "give", "gave", "given",
     "know", "known", "called", "named", "mean", "means", "kind", "type", "thing", "things", "way", "ways",
     "happen", "happens", "happened", "happening",  # "what happens if ..." asks for an outcome it rarely names
+    "ask", "asks", "asked", "asking", "need", "needs", "want", "wants",  # "do I need to ask for ...": the asker's
 }
 
 

@@ -306,6 +306,8 @@ def test_aspects_are_content_words_not_stopwords():
     assert aspects_of("What is the long jump record?") == ["long", "jump", "record"]
     assert aspects_of("What happens if the error event has no listener?") == ["error", "event", "listener"]
     assert aspects_of("How do I stop a child process that takes too long?") == ["stop", "child", "process"]
+    assert aspects_of("How many days do I have to ask for a refund?") == ["days", "refund"]  # "ask" was one
+    assert aspects_of("Do I need a visa if I want to visit Japan?") == ["visa", "visit", "Japan"]
     story = ("I was reading about medieval Europe for a school project and got confused by all the kingdoms, dukes "
              "and invasions, my teacher said the Normans mattered and my friend said they were Vikings. ")
     assert aspects_of(story + "Anyway, what religion were the Normans?") == ["religion", "Normans"]
@@ -334,8 +336,9 @@ def test_the_first_search_of_a_long_message_looks_for_its_question_and_the_grade
     story = ("I have been reading about tropical fruit, the potassium in bananas and which regions grow them best, "
              "for a school project on farming, exports and diets in tropical regions around the world. ")
     assert first_search(story + "Anyway, what is the capital of France?") == "what is the capital of France?"
-    assert first_search("Invoice INV-2044 was charged twice and the bank shows both charges while the app shows "
-                        "one, so support said to ask here. How do I get a refund?") == "How do I get a refund? INV-2044"
+    assert first_search("Invoice INV-2044 was charged twice last month and the bank statement still shows both "
+                        "charges while the mobile app shows only one, so the support team told me to write here "
+                        "instead of calling again. How do I get a refund?") == "How do I get a refund? INV-2044"
     assert first_search("What is the capital of France?") == "What is the capital of France?"  # short: as asked
     assert first_search("We moved here in 2001 with 2 kids and 3 dogs, and since then the town has grown a lot, "
                         "the trains run later and the rent went up twice. Anyway, what is the capital of France?"
