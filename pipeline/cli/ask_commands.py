@@ -75,12 +75,16 @@ def _local_index_of(args: argparse.Namespace) -> LocalHybridIndex:
     question would end in an abstention that reads like "your documents do not say" (``--tenant`` forgotten,
     so the demo's tenant was searched, or mistyped)."""
     root = _index_path(args)
-    index = LocalHybridIndex.open_existing(root)
+    return _holding(LocalHybridIndex.open_existing(root), args.tenant, root)
+
+
+def _holding(index: LocalHybridIndex, tenant: str, root: str | Path) -> LocalHybridIndex:
+    """``index``, or a ConfigError naming the tenants it holds when ``tenant`` has no documents in it."""
     held = index.tenants()
-    if args.tenant not in held:
+    if tenant not in held:
         fix = (f"it holds tenant(s) {', '.join(sorted(held))}: pass --tenant NAME" if held else
                f"it is empty: add documents with `crag index add --index {root} --tenant NAME FILES`")
-        raise ConfigError(f"tenant {args.tenant!r} has no documents in {root}; {fix}")
+        raise ConfigError(f"tenant {tenant!r} has no documents in {root}; {fix}")
     return index
 
 
@@ -143,8 +147,10 @@ def _nothing_matched(args: argparse.Namespace, removed: int) -> dict[str, str]:
 def _index_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    store = _store(args) if args.qdrant_url else LocalHybridIndex.open_existing(args.index)
-    print_json(store.documents(check_name("tenant", args.tenant), after=args.after, limit=args.limit))
+    tenant = check_name("tenant", args.tenant)
+    store = _store(args) if args.qdrant_url else _holding(LocalHybridIndex.open_existing(args.index), tenant,
+                                                          args.index)
+    print_json(store.documents(tenant, after=args.after, limit=args.limit))
     return 0
 
 

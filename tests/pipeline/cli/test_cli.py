@@ -338,7 +338,8 @@ def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     assert main(["index", "search", "x", "--index", str(tmp_path / "nope"), "--filter", "position=top"]) == 2
     assert "takes an integer" in capsys.readouterr().err and not (tmp_path / "nope").exists()
     for forgot in (["ask", "--index", index, "How do I reset my password?"],  # the demo's tenant, silently
-                   ["index", "search", "reset my password", "--index", index, "--tenant", "acmee"]):
+                   ["index", "search", "reset my password", "--index", index, "--tenant", "acmee"],
+                   ["index", "list", "--index", index, "--tenant", "acmee"]):  # was [], as for an empty tenant
         assert main(forgot) == 2  # was an abstention / no hits, as if the documents did not say
         assert f"has no documents in {index}; it holds tenant(s) acme: pass --tenant NAME" in capsys.readouterr().err
     empty = str(tmp_path / "empty")
