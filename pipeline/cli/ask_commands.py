@@ -160,12 +160,12 @@ def _index_search(args: argparse.Namespace) -> int:
     principal = _principal(args)
     store = _store(args) if args.qdrant_url else _local_index_of(args)
     hits = store.search(args.query, principal, k=args.k, filters=filters)
-    rows = [{"rank": rank, "chunk_id": c.chunk_id, "document": c.document, "title": c.title, "score": round(score, 4),
-             "status": c.status, "text": c.text} for rank, (c, score) in enumerate(hits, start=1)]
     if args.json:
-        print_json(rows)
+        print_json([{"rank": rank, "chunk_id": c.chunk_id, "document": c.document, "title": c.title,
+                     "score": round(score, 4), "status": c.status, "text": c.text}
+                    for rank, (c, score) in enumerate(hits, start=1)])
         return 0
-    print_table(f"{len(rows)} hit(s) for: {args.query}", ["rank", "chunk", "document", "score", "text"],
+    print_table(f"{len(hits)} hit(s) for: {args.query}", ["rank", "chunk", "document", "score", "text"],
                 [(rank, c.chunk_id, c.document, round(score, 4), _clip(" ".join(c.text.split()), 80))
                  for rank, (c, score) in enumerate(hits, start=1)])
     return 0

@@ -55,11 +55,10 @@ def aspects_of(query: str) -> list[str]:
 
 def question_of(query: str) -> str:
     """The query itself, or for a long message (more than ``MAX_ASPECTS`` content terms) the question it asks, when
-    one of its clauses ends with "?" and has content terms."""
+    one of its clauses ends with "?" and asks about something (:func:`_question_part`)."""
     if len(_terms(query)) <= MAX_ASPECTS:
         return query
-    question = _question_part(query)
-    return question if question and _terms(question) else query
+    return _question_part(query) or query  # a question it returns has a content term
 
 
 def _terms(text: str) -> list[str]:

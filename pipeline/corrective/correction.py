@@ -176,13 +176,19 @@ def _told(query: str, focus: str) -> list[str]:
     return sorted(i for i in identifiers(query) - identifiers(focus) if not PLAIN_NUMBER.fullmatch(i))
 
 
+def _focus(query: str) -> tuple[str, list[str]]:
+    """A query's question (:func:`question_of`) and the identifiers told outside it (none for a short query)."""
+    focus = question_of(query)
+    return focus, (_told(query, focus) if focus != query else [])
+
+
 def first_search(query: str) -> str:
     """What the first search looks for: the query itself, or for a long message its question (:func:`question_of`)
     with the identifiers told elsewhere in the message. 150 words told around a question drown its words in both
     the lexical and the dense search (recall@8 3-5% against ~0.9 for the question in
     ``bench/bench_index_recall.py --story-words``); the grader still reads the whole message."""
-    focus = question_of(query)
-    return query if focus == query else " ".join([focus, *_told(query, focus)])
+    focus, told = _focus(query)
+    return query if focus == query else " ".join([focus, *told])
 
 
 def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
@@ -193,14 +199,13 @@ def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
     search. If the rewrite would drop an identifier, what the first search looked for is returned instead (for a
     short query, the query itself).
     """
-    focus = question_of(query)
+    focus, told = _focus(query)
     words = content_words(re.findall(r"[\w'-]+", focus))
     kept: list[str] = []
-    told = _told(query, focus) if focus != query else []
     for word in [*words, *missing, *told]:
         if word.strip() and word.lower() not in (k.lower() for k in kept):
             kept.append(word.strip())
-    searched = first_search(query)
+    searched = query if focus == query else " ".join([focus, *told])  # what first_search(query) looks for
     if not any(len(w) >= 3 for w in words):
         return searched
     return keep_identifiers(searched, " ".join(kept))

@@ -30,6 +30,7 @@ from models.errors import ConfigError, DataError
 from pipeline.retrieval import strip_store
 from pipeline.retrieval.documents import (
     ACCESS_DENIED_MIN_COVERAGE,
+    FILTER_FIELDS,
     Principal,
     StoredChunk,
     check_search,
@@ -48,7 +49,6 @@ EXACT_SCAN_MAX = 4096
 MIN_DEPTH = 50  # ranks fused from each side
 CANDIDATES_PER_RANK = 4  # binary-code candidates per fused rank, re-ranked exactly
 HIDDEN_DEPTH = 200
-CHUNK_COLUMNS = ("chunk_id", "tenant", "source", "title", "position", "status", "effective_date", "authority")
 SELECT_CHUNK = ("SELECT rowid, chunk_id, tenant, source, title, position, allowed_roles, status, effective_date, "
                 "authority, metadata, text FROM chunks")
 SELECT_CHUNK_AND_VECTOR = ("SELECT c.rowid, c.chunk_id, c.tenant, c.source, c.title, c.position, c.allowed_roles, "
@@ -105,7 +105,7 @@ def _filter_sql(filters: dict[str, Any] | None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     for key, value in filters.items():  # checked by check_search
-        if key in CHUNK_COLUMNS or key == "document":  # the document: its name as indexed (``StoredChunk.document``)
+        if key in FILTER_FIELDS:  # a column; the document's: its name as indexed (``StoredChunk.document``)
             clauses.append(f"c.{key} = ?")
         else:
             clauses.append("json_extract(c.metadata, ?) = ?")

@@ -12,13 +12,13 @@ import hashlib
 import uuid
 from collections import Counter
 from collections.abc import Collection, Iterable
-from dataclasses import fields
 from typing import Any
 
 from models.deps import require
 from models.errors import ConfigError, StoreError
 from pipeline.retrieval.documents import (
     ACCESS_DENIED_MIN_COVERAGE,
+    FILTER_FIELDS,
     Principal,
     StoredChunk,
     check_search,
@@ -32,7 +32,6 @@ __all__ = ["QdrantRetriever"]
 
 DENSE, SPARSE = "dense", "bm25"
 K1, B, AVG_TOKENS = 1.2, 0.75, 120.0
-_FIELDS = {f.name for f in fields(StoredChunk)}
 
 
 def _term_id(token: str) -> int:
@@ -246,7 +245,7 @@ class QdrantRetriever:
             if key == "document":  # path, or source for chunks without one: what the local index's column holds
                 must.append(self._document_is(str(value)))
                 continue
-            field = key if key in _FIELDS else f"metadata.{key}"
+            field = key if key in FILTER_FIELDS else f"metadata.{key}"
             if isinstance(value, float):  # MatchValue takes text, integers and booleans; a number is a range
                 must.append(models.FieldCondition(key=field, range=models.Range(gte=value, lte=value)))
             else:
