@@ -102,7 +102,8 @@ class CorrectiveRAG:
                                 "say what you want to know, e.g. which document, product or period it is about?")
         pool: dict[str, tuple[StoredChunk, Grade]] = {}
         decision: Decision | None = None
-        current, tier_used, conflicts = first_search(query), "", []  # a long message: its question
+        state.first_query = first_search(query)  # a long message: its question
+        current, tier_used, conflicts = state.first_query, "", []
         tiers = [("initial search", self.config.k, False), ("rewrite + broader search", self.config.broader_k, False),
                  ("web search", self.config.web_k, True)]
         rounds = 0
@@ -234,7 +235,7 @@ class CorrectiveRAG:
         if not usable:
             t0 = time.monotonic()
             coverage = self.config.access_denied_min_coverage
-            hidden = 0 if coverage is None else self.retriever.hidden_matches(first_search(query), principal,
+            hidden = 0 if coverage is None else self.retriever.hidden_matches(state.first_query, principal,
                                                                              min_coverage=coverage)
             state.trace.step("access_check", t0, hidden_matches=hidden > 0)
             if hidden:

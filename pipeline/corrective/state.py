@@ -71,6 +71,7 @@ class RunState:
         self.degraded: list[str] = []
         self.tier = ""
         self.index_hits = 0  # chunks the index searches returned, before any check: 0 with filters names them
+        self.first_query = ""  # what round 1 searched (a long message: its question), reused by the access check
         self.trace = Trace()
 
     def llm_left(self) -> int:

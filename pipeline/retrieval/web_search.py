@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from grader.resilience import CircuitBreaker, RetryPolicy
+from grader.resilience import CircuitBreaker, RetryPolicy, check_http_url
 from models.deps import require
 from models.errors import ConfigError, CragError
 from pipeline.retrieval.documents import StoredChunk
@@ -76,8 +76,7 @@ class _HTTPProvider:
 
     def __init__(self, base_url: str, *, timeout_s: float = 8.0, retry: RetryPolicy | None = None,
                  breaker: CircuitBreaker | None = None, transport: Any = None) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"{type(self).__name__} base_url must start with http:// or https://, got {base_url!r}")
+        check_http_url(base_url, f"{type(self).__name__} base_url", "https://search.example.com")
         if timeout_s <= 0:
             raise ConfigError(f"timeout_s must be > 0, got {timeout_s}")
         self.base_url = base_url.rstrip("/")

@@ -66,6 +66,10 @@ def test_timeouts_exhaust_retries_and_then_the_breaker_opens(web):
     assert len(web.requests) == 2
 
 
+def test_an_upper_case_scheme_is_a_url_like_any_other(web):
+    assert SearxNGSearch(web.url.replace("http://", "HTTP://"), retry=FAST).search("Normandy", k=1)
+
+
 def test_bad_configuration_is_rejected():
     with pytest.raises(ConfigError, match="API key"):
         TavilySearch("")
