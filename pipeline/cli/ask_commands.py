@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import statistics
 import time
@@ -16,6 +17,7 @@ from models.errors import ConfigError, DataError
 from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.rag_options import add_rag_arguments, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
+from pipeline.corrective.correction import first_search
 from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
 from pipeline.retrieval.documents import FILTER_FIELDS, Principal, check_name
 from pipeline.retrieval.index import LocalHybridIndex
@@ -30,6 +32,7 @@ from pipeline.retrieval.ingest import READABLE, STATUSES, ingest
 
 __all__ = ["DEMO_DIR", "demo_index", "read_golden", "register_ask", "register_eval_pipeline", "register_index"]
 
+logger = logging.getLogger(__name__)
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 DEMO_TENANT = "demo"
 TRACE_WIDTH = 160
@@ -155,17 +158,22 @@ def _index_list(args: argparse.Namespace) -> int:
 
 
 def _index_search(args: argparse.Namespace) -> int:
-    """What retrieval finds for a query, ranked, before any grading: to see why an answer missed a document."""
+    """What retrieval finds for a query, ranked, before any grading: to see why an answer missed a document. It
+    searches what ``crag ask``'s first round searches (a long message: its question), unless ``--as-given``."""
     filters = parse_filters(args.filter)  # before the index is opened
     principal = _principal(args)
     store = _store(args) if args.qdrant_url else _local_index_of(args)
-    hits = store.search(args.query, principal, k=args.k, filters=filters)
+    searched = args.query if args.as_given else first_search(args.query)
+    if searched != args.query:  # on stderr, so --json stays a list of hits
+        logger.warning("searching the message's question, as crag ask's first round does: %r (--as-given searches "
+                       "the whole text)", searched)
+    hits = store.search(searched, principal, k=args.k, filters=filters)
     if args.json:
         print_json([{"rank": rank, "chunk_id": c.chunk_id, "document": c.document, "title": c.title,
                      "score": round(score, 4), "status": c.status, "text": c.text}
                     for rank, (c, score) in enumerate(hits, start=1)])
         return 0
-    print_table(f"{len(hits)} hit(s) for: {args.query}", ["rank", "chunk", "document", "score", "text"],
+    print_table(f"{len(hits)} hit(s) for: {searched}", ["rank", "chunk", "document", "score", "text"],
                 [(rank, c.chunk_id, c.document, round(score, 4), _clip(" ".join(c.text.split()), 80))
                  for rank, (c, score) in enumerate(hits, start=1)])
     return 0
@@ -238,6 +246,9 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     search.add_argument("-k", "--k", type=int_at_least(1), default=8, help="hits to show")
     search.add_argument("--filter", action="append", metavar="KEY=VALUE",
                         help="exact-match filter, as `crag ask --filter` (repeatable)")
+    search.add_argument("--as-given", action="store_true",
+                        help="search the query's whole text; by default a long message is searched as crag ask's first "
+                             "round searches it, on its question and the identifiers told around it")
     search.add_argument("--json", action="store_true", help="print JSON (with each hit's whole text)")
     search.set_defaults(handler=_index_search)
     stats = isub.add_parser("stats", help="chunks per tenant, documents, embedder, size")

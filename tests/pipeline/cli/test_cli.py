@@ -309,6 +309,29 @@ def test_index_add_reads_legacy_text_files_in_the_encoding_named(capsys, tmp_pat
     assert json.loads(capsys.readouterr().out)["chunks_added"] == 1
 
 
+def test_index_search_reads_a_long_message_as_crag_ask_first_searches_it(capsys, caplog, tmp_path, demo_cache):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "reset.md").write_text("# Password reset\n\nTo reset your password, open Settings, choose Security "
+                                   "and press Reset password.\n", encoding="utf-8")
+    (docs / "holiday.md").write_text("# Our holiday\n\nWe spent a week of our holiday by the lake with the "
+                                     "children, hiking every morning, swimming every afternoon and cooking fish "
+                                     "over the fire every evening of that summer week.\n", encoding="utf-8")
+    index = str(tmp_path / "idx")
+    assert main(["index", "add", str(docs), "--index", index, "--tenant", "acme"]) == 0
+    story = ("Last summer we spent a week of our holiday by the lake with the children, hiking every morning, "
+             "swimming every afternoon and cooking fish over the fire every evening, and when we came back from "
+             "that week by the lake with the children nothing worked any more. How do I reset my password?")
+    search = ["index", "search", story, "--index", index, "--tenant", "acme", "-k", "1", "--json"]
+    capsys.readouterr()
+    assert main(search) == 0
+    assert json.loads(capsys.readouterr().out)[0]["title"] == "Password reset"
+    assert "searching the message's question, as crag ask's first round does: 'How do I reset my password?'" \
+        in caplog.text
+    assert main([*search, "--as-given"]) == 0  # the story's words outweigh the question's
+    assert json.loads(capsys.readouterr().out)[0]["title"] == "Our holiday"
+
+
 def test_index_add_then_ask_with_roles(capsys, tmp_path, demo_cache):
     docs = tmp_path / "docs"
     docs.mkdir()
