@@ -1,4 +1,5 @@
-"""Progress for long steps, on stderr: a tqdm bar when tqdm is installed, else a line every few seconds.
+"""Progress for long steps, on stderr: a tqdm bar on a terminal (shown once a step has taken half a second), else a
+line every few seconds (a log file or CI gets no carriage-return bars, and a quick step writes nothing).
 
 Commands that take more than a couple of seconds (export, eval, eval --cascade, eval-pipeline) report
 through these two helpers so a user never stares at a silent terminal. ``CRAG_NO_PROGRESS=1`` turns
@@ -12,16 +13,26 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["progress", "stage"]
 
 T = TypeVar("T")
 FALLBACK_EVERY_S = 2.0
+BAR_DELAY_S = 0.5  # a step quicker than this shows no bar at all
 
 
 def _enabled() -> bool:
     return os.environ.get("CRAG_NO_PROGRESS", "").strip().lower() not in ("1", "true", "yes")
+
+
+def _tqdm() -> Any:
+    """tqdm's bar class, or None where tqdm is not installed (then lines are written)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
 
 
 def progress(items: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it") -> Iterator[T]:
@@ -29,12 +40,10 @@ def progress(items: Iterable[T], *, desc: str, total: int | None = None, unit: s
     if not _enabled():
         yield from items
         return
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    if tqdm is not None:
-        yield from tqdm(items, desc=desc, total=total, unit=unit, file=sys.stderr, mininterval=0.5, leave=False)
+    bar = _tqdm() if sys.stderr.isatty() else None
+    if bar is not None:
+        yield from bar(items, desc=desc, total=total, unit=unit, file=sys.stderr, mininterval=0.5, leave=False,
+                        delay=BAR_DELAY_S)
         return
     last = time.monotonic()
     for done, item in enumerate(items, start=1):
