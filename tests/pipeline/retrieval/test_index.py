@@ -268,6 +268,7 @@ def test_searching_an_index_that_does_not_exist_says_so_once(tmp_path, caplog):
 
 
 def test_indexing_says_how_far_it_is_on_stderr_and_nothing_on_stdout(tmp_path, monkeypatch, capsys):
+    import models.progress as progress_module
     import pipeline.retrieval.ingest as ingest_module
 
     docs = tmp_path / "docs"
@@ -276,9 +277,10 @@ def test_indexing_says_how_far_it_is_on_stderr_and_nothing_on_stdout(tmp_path, m
         (docs / f"d{n}.md").write_text(f"# Doc {n}\n\nParagraph number {n} of the corpus.", encoding="utf-8")
     monkeypatch.delenv("CRAG_NO_PROGRESS", raising=False)
     monkeypatch.setattr(ingest_module, "SAY_WRITE_FROM", 3)
+    monkeypatch.setattr(progress_module, "FALLBACK_EVERY_S", 0.0)  # a line per file, as a slow read would write
     ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [docs], tenant="t")
     out, err = capsys.readouterr()
-    assert out == "" and "reading documents" in err and "indexing 3 chunks" in err and "done in" in err
+    assert out == "" and "reading documents: 1/3 file\n" in err and "indexing 3 chunks" in err and "done in" in err
     monkeypatch.setenv("CRAG_NO_PROGRESS", "1")
     ingest(LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder()), [docs], tenant="t")
     assert capsys.readouterr() == ("", "")
