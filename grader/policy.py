@@ -92,6 +92,16 @@ def decide(grades: Sequence[Grade], policy: ThresholdPolicy | None = None) -> De
     grade's own ``verdict``/``uncertain`` is used. LLM and heuristic grades keep their verdict.
     No grades at all is INCORRECT: nothing was retrieved.
     """
+    if isinstance(grades, (str, bytes, Grade)):
+        raise ConfigError(f"decide takes the list of Grade that grade() returns, got one {type(grades).__name__}: "
+                          f"{grades!r:.80}")
+    grades = list(grades)
+    stray = next((g for g in grades if not isinstance(g, Grade)), None)
+    if stray is not None:
+        raise ConfigError(f"decide takes the list of Grade that grade() returns, got an item of type "
+                          f"{type(stray).__name__}: {stray!r:.80}")
+    if policy is not None and not isinstance(policy, ThresholdPolicy):
+        raise ConfigError(f"policy must be a ThresholdPolicy (e.g. grader.policy), got {type(policy).__name__}")
     read = [_verdict_of(g, policy) for g in grades]
     if any(v is Verdict.RELEVANT and not unsure for v, unsure in read):
         return Decision.CORRECT

@@ -39,6 +39,16 @@ def test_decide_crag_rule():
     assert decide([]) is Decision.INCORRECT
 
 
+def test_decide_refuses_what_is_not_a_list_of_grades_and_reads_any_iterable():
+    for bad, said in (("x", "got one str"), (_g(0.9), "got one Grade"), ([_g(0.9), 0.9], "item of type float"),
+                      ([{"probability": 0.9}], "item of type dict")):
+        with pytest.raises(ConfigError, match=said):
+            decide(bad)
+    with pytest.raises(ConfigError, match="policy must be a ThresholdPolicy"):
+        decide([_g(0.9)], {"lower": 0.1, "upper": 0.8})
+    assert decide(g for g in [_g(0.1), _g(0.9)]) is Decision.CORRECT  # a generator is read once, whole
+
+
 def test_decide_with_policy_rereads_model_grades_only():
     grades = [_g(0.5), _g(0.3, by="llm", verdict=Verdict.IRRELEVANT)]
     assert decide(grades) is Decision.AMBIGUOUS
