@@ -72,6 +72,19 @@ def policy_for_target(
                              clusters=[query for query, _ in pairs])
 
 
+def _writable_log(path: Path) -> Path:
+    """``path`` once its folder exists and it can be appended to; checked when the cascade is made, not after the
+    first LLM judgement has been paid for."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"escalation_log {str(path)!r} cannot be written ({exc.strerror or exc}); pass a file "
+                          "in a folder you can write to") from exc
+    return path
+
+
 class CascadeGrader:
     """A Grader that escalates the small model's uncertain chunks to an LLM grader."""
 
@@ -84,13 +97,26 @@ class CascadeGrader:
         budget: Budget | None = None,
         escalation_log: str | Path | None = None,
     ) -> None:
+        if not callable(getattr(primary, "grade", None)):
+            raise ConfigError(f"primary must be a grader (load_grader(...)), got {type(primary).__name__}")
+        if escalate_to is not None and not callable(getattr(escalate_to, "judge", None)):
+            raise ConfigError(f"escalate_to must be an LLMGrader (or None: the band is flagged, not judged), got "
+                              f"{type(escalate_to).__name__}")
+        chosen = policy if policy is not None else getattr(primary, "policy", None)
+        if not isinstance(chosen, ThresholdPolicy):
+            raise ConfigError(f"the cascade needs a ThresholdPolicy: pass policy=... (the primary grader has none of "
+                              f"its own), got {type(chosen).__name__}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigError(f"budget must be a Budget(max_llm_calls=..., deadline_s=..., max_cost_usd=...), got "
+                              f"{type(budget).__name__}")
         self.primary = primary
         self.llm = escalate_to
-        self.policy = policy or primary.policy
+        self.policy = chosen
         self.answer_floor: float | None = getattr(primary, "answer_floor", None)
         self.budget = budget or Budget()
-        self.escalation_log = Path(escalation_log) if escalation_log else None
+        self.escalation_log = _writable_log(Path(escalation_log)) if escalation_log else None
         self._log_lock = threading.Lock()
+        self._log_failed = False
 
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         """One Grade per chunk, in order; uncertain ones decided by the LLM when it can."""
@@ -169,6 +195,11 @@ class CascadeGrader:
         }
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._log_lock:
-            self.escalation_log.parent.mkdir(parents=True, exist_ok=True)
-            with self.escalation_log.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            try:
+                with self.escalation_log.open("a", encoding="utf-8") as handle:
+                    handle.write(line)
+            except OSError as exc:  # the judgement is paid for and returned; only its record is lost
+                if not self._log_failed:
+                    logger.warning("cannot write the escalation log %s (%s); grading goes on without it",
+                                   self.escalation_log, exc)
+                self._log_failed = True

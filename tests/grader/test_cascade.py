@@ -89,6 +89,29 @@ def test_no_llm_flags_band(primary):
     assert all(g.escalation_failed and "no LLM configured" in g.reason for g in grades)
 
 
+def test_bad_parts_are_refused_when_the_cascade_is_made(primary, tmp_path):
+    for kwargs, said in (({"primary": None}, "primary must be a grader"),
+                         ({"primary": primary, "escalate_to": "gpt-4o-mini"}, "escalate_to must be an LLMGrader"),
+                         ({"primary": primary, "policy": {"lower": 0.1, "upper": 0.9}}, "needs a ThresholdPolicy"),
+                         ({"primary": primary, "budget": 4}, "budget must be a Budget"),
+                         ({"primary": primary, "escalation_log": tmp_path}, "cannot be written")):
+        with pytest.raises(ConfigError, match=said):
+            CascadeGrader(**{"escalate_to": None, **kwargs})
+    CascadeGrader(primary=primary, escalate_to=None, escalation_log=tmp_path / "new" / "log.jsonl")
+    assert (tmp_path / "new" / "log.jsonl").exists()  # made when the cascade is, not after a paid judgement
+
+
+def test_an_escalation_log_that_fails_later_costs_the_record_not_the_grades(primary, server, tmp_path, caplog):
+    log = tmp_path / "escalations.jsonl"
+    cascade = CascadeGrader(primary=primary, escalate_to=_llm(server), policy=EVERYTHING_UNCERTAIN,
+                            escalation_log=log)
+    log.unlink()
+    log.mkdir()  # the file turned into a folder (or the disk filled) after start-up
+    grades = cascade.grade(QUERY, CHUNKS[:2])
+    assert [g.decided_by for g in grades] == ["llm", "llm"]
+    assert caplog.text.count("cannot write the escalation log") == 1  # said once, not per chunk
+
+
 def test_the_cascade_carries_its_models_answerability_floor(primary):
     floor = primary.answer_floor
     assert floor is not None and CascadeGrader(primary=primary, escalate_to=None).answer_floor == floor
