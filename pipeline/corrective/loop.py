@@ -52,6 +52,21 @@ class _BudgetedGrader:
         return self.rag._grade(query, [c if isinstance(c, Chunk) else Chunk(text=c) for c in chunks], self.state)
 
 
+def _check_parts(retriever: object, grader: object, policy: object, config: object, privacy: object) -> None:
+    """Refuse, when the pipeline is made, a part that would fail in the middle of a question."""
+    missing = [m for m in ("search", "hidden_matches") if not callable(getattr(retriever, m, None))]
+    if missing:
+        raise ConfigError(f"retriever must have search() and hidden_matches() (the Retriever protocol; "
+                          f"LocalHybridIndex, QdrantRetriever), got {type(retriever).__name__} without "
+                          f"{' and '.join(missing)}()")
+    if not callable(getattr(grader, "grade", None)):
+        raise ConfigError(f"grader must be a grader (load_grader(...) or a CascadeGrader), got {type(grader).__name__}")
+    for name, value, kind in (("policy", policy, ThresholdPolicy), ("config", config, RAGConfig),
+                              ("privacy", privacy, PrivacyGuard)):
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(f"{name} must be a {kind.__name__} or None, got {type(value).__name__}: {value!r:.80}")
+
+
 class CorrectiveRAG:
     """Corrective RAG over a permission-aware retriever and any Grader (the cascade or the model alone).
 
@@ -62,6 +77,7 @@ class CorrectiveRAG:
     def __init__(self, retriever: Retriever, grader: Grader, *, policy: ThresholdPolicy | None = None,
                  config: RAGConfig | None = None, answerer: LLMAnswerer | None = None,
                  web: WebSearchProvider | None = None, privacy: PrivacyGuard | None = None) -> None:
+        _check_parts(retriever, grader, policy, config, privacy)
         self.retriever = retriever
         self.grader = grader
         self.policy = policy or getattr(grader, "policy", None) or ThresholdPolicy()

@@ -54,8 +54,8 @@ from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "FILTER_FIELDS", "NAME_RULE", "Principal", "StoredChunk", "check_encoding",
-           "check_name", "check_roles", "check_search", "chunk_text", "is_record_metadata", "read_document",
-           "read_document_as", "reveals_access_denied", "term_coverage"]
+           "check_name", "check_roles", "check_search", "chunk_text", "chunks_to_write", "is_record_metadata",
+           "read_document", "read_document_as", "reveals_access_denied", "term_coverage"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,20 @@ FILTER_FIELDS: dict[str, type] = {  # the chunk fields a filter may name, with t
     "chunk_id": str, "tenant": str, "source": str, "title": str, "status": str, "effective_date": str,
     "document": str, "position": int, "authority": int}
 UNFILTERABLE = ("text", "allowed_roles", "metadata")  # filtered otherwise: by the query, the principal, a key
+
+
+def chunks_to_write(chunks: object) -> list[StoredChunk]:
+    """``chunks`` as a list, once every item is a StoredChunk; else a ConfigError naming the first that is not
+    (before anything is embedded or written)."""
+    if isinstance(chunks, (str, bytes, StoredChunk)) or not hasattr(chunks, "__iter__"):
+        raise ConfigError(f"write takes a list of StoredChunk, got {type(chunks).__name__}: {chunks!r:.80}")
+    items = list(chunks)
+    for position, item in enumerate(items):
+        if not isinstance(item, StoredChunk):
+            raise ConfigError(f"chunk {position} is a {type(item).__name__}, not a StoredChunk: {item!r:.80} (index "
+                              "files with ingest() or `crag index add`, or build StoredChunk(chunk_id=..., text=..., "
+                              "tenant=..., source=...))")
+    return items
 
 
 def check_search(query: object, k: int, filters: object) -> None:

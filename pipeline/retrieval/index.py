@@ -34,6 +34,7 @@ from pipeline.retrieval.documents import (
     Principal,
     StoredChunk,
     check_search,
+    chunks_to_write,
     reveals_access_denied,
 )
 from pipeline.retrieval.embedding import Embedder, default_embedder, query_text
@@ -206,7 +207,7 @@ class LocalHybridIndex:
         """Write chunks in one transaction. Unchanged chunks are left alone (not re-embedded); with
         ``replace_documents`` the other chunks of each written document (tenant + document path) are removed,
         so a re-indexed file that shrank leaves nothing stale behind."""
-        new = list(chunks)
+        new = chunks_to_write(chunks)
         if not new:
             return WriteReport()
         self._check_strip_vectors()  # before any embedding: a refused write should cost nothing

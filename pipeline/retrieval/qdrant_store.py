@@ -22,6 +22,7 @@ from pipeline.retrieval.documents import (
     Principal,
     StoredChunk,
     check_search,
+    chunks_to_write,
     reveals_access_denied,
 )
 from pipeline.retrieval.embedding import Embedder, default_embedder, query_text
@@ -125,7 +126,7 @@ class QdrantRetriever:
         ``replace_documents`` the other chunks of each written document (tenant + document path) are then
         deleted, so a re-indexed file that shrank or changed leaves nothing stale. Qdrant has no transactions:
         a failure between the two steps leaves the new chunks written and the stale ones still there."""
-        new = list(chunks)
+        new = chunks_to_write(chunks)
         stored = self._stored_payloads(new, batch_size)
         changed = [c for c in new if stored.get(self._point_id(c)) != c.to_dict()]
         updated = sum(1 for c in changed if self._point_id(c) in stored)

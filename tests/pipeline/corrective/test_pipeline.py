@@ -33,6 +33,31 @@ def test_search_never_returns_another_tenants_chunks(retriever):
     assert retriever.hidden_matches("bird-watching club Sundays", TENANT_A) == 0
 
 
+def test_a_write_of_anything_but_stored_chunks_is_refused_before_anything_is_written(retriever):
+    before = len(retriever.search("invoice paid", TENANT_A, k=50))
+    for bad, said in ((["Paris is in France."], "chunk 0 is a str, not a StoredChunk"),
+                      ([_chunk("a-new", "New text."), {"text": "x"}], "chunk 1 is a dict"),
+                      ("Paris is in France.", "write takes a list of StoredChunk, got str"),
+                      (_chunk("a-one", "One chunk alone."), "got StoredChunk")):
+        with pytest.raises(ConfigError, match=said):
+            retriever.write(bad)
+    assert len(retriever.search("invoice paid", TENANT_A, k=50)) == before  # the good chunk before a bad one too
+
+
+def test_the_pipeline_refuses_parts_that_would_fail_in_the_middle_of_a_question(index, grader):
+    class SearchOnly:  # a retriever of one's own, without the access check's hidden_matches()
+        def search(self, query, principal, *, k=8, filters=None):
+            return []
+
+    for args, kwargs, said in (((None, grader), {}, "retriever must have search"),
+                               ((SearchOnly(), grader), {}, "got SearchOnly without hidden_matches"),
+                               ((index, None), {}, "grader must be a grader"),
+                               ((index, grader), {"config": {"k": 3}}, "config must be a RAGConfig"),
+                               ((index, grader), {"policy": (0.1, 0.9)}, "policy must be a ThresholdPolicy")):
+        with pytest.raises(ConfigError, match=said):
+            CorrectiveRAG(*args, **kwargs)
+
+
 def test_roles_restrict_within_a_tenant(retriever):
     plain = {c.chunk_id for c, _ in retriever.search("Project Falcon code name", TENANT_A, k=10)}
     legal = {c.chunk_id for c, _ in retriever.search("Project Falcon code name", LEGAL_A)}
