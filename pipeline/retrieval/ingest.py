@@ -52,10 +52,12 @@ def _readable(path: Path) -> bool:
     return path.suffix.lower() in SUPPORTED or archive_type(path) is not None
 
 
-def collect_files(paths: Iterable[str | Path], unsupported: Counter[str] | None = None) -> list[Path]:
+def collect_files(paths: str | Path | Iterable[str | Path], unsupported: Counter[str] | None = None) -> list[Path]:
     """Supported files under the given files and folders, sorted; an unsupported named file is an error. Files
     of other types that a folder walk passes over are counted by extension in ``unsupported``."""
     found: list[Path] = []
+    if isinstance(paths, (str, Path)):  # one path, not its characters: "/tmp/docs" walked "/", the whole disk
+        paths = [paths]
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -165,11 +167,15 @@ def _is_calendar_date(text: str) -> bool:
     return True
 
 
-def ingest(index: WritableIndex, paths: Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
+def ingest(index: WritableIndex, paths: str | Path | Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),
            status: str = "active", effective_date: str = "", authority: int = 0, max_chars: int = 900,
            skip_errors: bool = False, encoding: str | None = None) -> IngestReport:
     """Chunk the documents and write them in one transaction; see the module docstring for re-adds.
-    ``encoding``: the charset of text files that are not UTF-8 (an HTML page's own declaration comes first)."""
+    ``paths``: files, folders or archives (one path alone too). ``encoding``: the charset of text files that are
+    not UTF-8 (an HTML page's own declaration comes first)."""
+    if not callable(getattr(index, "add", None)):
+        raise ConfigError(f"index must be a LocalHybridIndex or QdrantRetriever (anything with add()), got "
+                          f"{type(index).__name__}")
     check_encoding(encoding)
     fields = ChunkFields(tenant=tenant, roles=check_roles(roles), status=status, effective_date=effective_date,
                          authority=authority, max_chars=max_chars)

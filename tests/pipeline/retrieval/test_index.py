@@ -267,6 +267,19 @@ def test_searching_an_index_that_does_not_exist_says_so_once(tmp_path, caplog):
         LocalHybridIndex.open_existing(tmp_path / "typo")
 
 
+def test_ingest_takes_one_path_alone_as_that_path_and_refuses_a_missing_index(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "apples.md").write_text("# Apples\n\nApples grow on trees in orchards.", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # "docs" as a string was walked as its letters, "/..." as the whole disk
+    for one in ("docs", docs):
+        report = ingest(LocalHybridIndex(tmp_path / f"idx-{type(one).__name__}", embedder=HashEmbedder()), one,
+                        tenant="t")
+        assert report.files == 1 and report.chunks_added == 1
+    with pytest.raises(ConfigError, match="index must be a LocalHybridIndex or QdrantRetriever"):
+        ingest(None, [docs], tenant="t")
+
+
 def test_indexing_says_how_far_it_is_on_stderr_and_nothing_on_stdout(tmp_path, monkeypatch, capsys):
     import models.progress as progress_module
     import pipeline.retrieval.ingest as ingest_module
