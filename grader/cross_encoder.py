@@ -25,6 +25,7 @@ from grader.shift import ShiftMonitor, ShiftStatus, monitoring_paused
 from models.bundle import Bundle
 from models.errors import ConfigError, DataShiftWarning
 from models.progress import progress
+from models.text_batches import pair_list
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 from models.unicode_text import whole_characters
 
@@ -196,7 +197,7 @@ class CrossEncoderGrader:
         cache (exactly the same numbers: a pair's score does not depend on what it is graded with); a
         ``batch_size`` other than the grader's own bypasses the cache."""
         start = time.perf_counter()
-        pairs = [(whole_characters(q), whole_characters(t)) for q, t in pairs]  # a lone "\ud83d" cannot be tokenised
+        pairs = pair_list(pairs)  # one pair alone refused; a lone "\ud83d" cannot be tokenised
         use_cache = batch_size in (None, self.batch_size) and self.cache.max_items > 0
         keys = [content_key(q, t) for q, t in pairs]
         rows = [self.cache.get(k) if use_cache else None for k in keys]

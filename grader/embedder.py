@@ -22,6 +22,7 @@ from grader.session_pool import SessionPool
 from models.bundle import sha256_file
 from models.deps import require
 from models.errors import BundleError, ConfigError
+from models.text_batches import text_list
 from models.unicode_text import whole_characters
 
 __all__ = ["EMBEDDER_DIR", "OnnxMiniLMEmbedder", "embedding_cache", "query_text"]
@@ -97,7 +98,7 @@ class OnnxMiniLMEmbedder:
         return self._query_fitter.fit(whole_characters(query))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([whole_characters(text) for text in texts])  # a lone "\ud83d" cannot be tokenised
+        return self._embed(text_list(texts))  # one str alone refused; a lone "\ud83d" cannot be tokenised
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """``embed`` of texts already made of whole characters."""
@@ -128,7 +129,7 @@ class OnnxMiniLMEmbedder:
         one window adds overlapping windows (stride a quarter window), at most ``max_windows`` in all."""
         if not isinstance(max_windows, int) or max_windows < 1:
             raise ConfigError(f"max_windows must be a positive int (1 = the first window only), got {max_windows!r}")
-        texts = [whole_characters(text) for text in texts]
+        texts = text_list(texts, "embed_windows")
         first = self._embed(texts)
         if max_windows == 1:
             return first, np.arange(len(texts), dtype=np.int64)
