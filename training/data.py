@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -191,6 +192,8 @@ def load_pairs(
     With ``labelled=False`` (unlabelled pairs for ``crag label``) only query and text are required and
     any label in the file is ignored. ``columns`` maps our field names to the file's (:func:`parse_columns`).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(f"load_pairs reads one file of pairs (a path), got {type(path).__name__}: {path!r:.80}")
     path = Path(path)
     if path.is_dir():
         raise DataError(f"{path} is a folder; pass one file of pairs (JSONL, CSV or TSV)")

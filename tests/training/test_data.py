@@ -3,7 +3,7 @@ import logging
 
 import pytest
 
-from models import DataError, Verdict
+from models import ConfigError, DataError, Verdict
 from training.data import LabelledPair, PairSet, load_pairs, model_decided, query_key, write_pairs
 from training.labels import parse_label_map
 
@@ -70,6 +70,8 @@ def test_duplicates_warn_and_keep_first(tmp_path, caplog):
 
 
 def test_file_level_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"load_pairs reads one file of pairs \(a path\), got list"):
+        load_pairs([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
     with pytest.raises(DataError, match="no such file"):
         load_pairs(tmp_path / "none.jsonl")
     (tmp_path / "empty.jsonl").write_text("  \n", encoding="utf-8")
