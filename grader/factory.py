@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +28,23 @@ BACKENDS: dict[str, str] = {
 def _backend_class(backend: str) -> Any:
     if backend not in BACKENDS:
         close = difflib.get_close_matches(backend, list(BACKENDS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown grader backend {backend!r}{hint} Choose one of {sorted(BACKENDS)} or 'auto'")
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        raise ConfigError(f"unknown grader backend {backend!r}{hint} choose one of {sorted(BACKENDS)} or 'auto'")
     module_name, class_name = BACKENDS[backend].split(":")
     return getattr(importlib.import_module(module_name), class_name)
+
+
+def _check_options(cls: Any, backend: str, options: dict[str, Any]) -> None:
+    """An option the backend does not take, named with the nearest it does (``thread`` for ``threads``)."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    known = sorted(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"load_grader has no option {name!r} for the {backend} backend{hint}; it takes {known}")
 
 
 def load_grader(model: str | Path | Bundle = "default", *, backend: str = "onnx", **options: Any) -> Grader:
@@ -39,9 +54,13 @@ def load_grader(model: str | Path | Bundle = "default", *, backend: str = "onnx"
     ``backend`` is ``"onnx"`` (no torch), ``"torch"`` (reference) or ``"auto"`` (whatever the bundle
     holds). ``options`` go to the backend (``threads``, ``batch_size``, ``variant``, ``policy``...).
     """
+    if not isinstance(model, (str, os.PathLike, Bundle)):
+        raise ConfigError(f"model must be a bundle's name (such as 'default'), its folder or a Bundle, got "
+                          f"{type(model).__name__}: {model!r:.80}")
     bundle = model if isinstance(model, Bundle) else read_bundle(resolve_bundle(model))
     chosen = bundle.manifest.backend if backend == "auto" else backend
     cls = _backend_class(chosen)
+    _check_options(cls, chosen, options)
     grader: Grader = cls(bundle, **options)
     return grader
 

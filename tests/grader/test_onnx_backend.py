@@ -161,6 +161,13 @@ def test_factory_errors(tmp_path):
         load_grader(tmp_path / "missing")
     with pytest.raises(ConfigError, match="threads"):
         load_grader("default", threads=0)
+    with pytest.raises(ConfigError, match=r"no option 'thread' for the onnx backend \(did you mean 'threads'\?\)"):
+        load_grader("default", thread=2)  # was Python's TypeError from the backend's constructor
+    with pytest.raises(ConfigError, match=r"no option 'device' for the onnx backend; it takes \['batch_size'"):
+        load_grader("fast", device="cuda")
+    for model in (None, 3, ["default"]):
+        with pytest.raises(ConfigError, match="model must be a bundle's name"):
+            load_grader(model)
 
 
 def test_onnx_path_imports_no_torch():
