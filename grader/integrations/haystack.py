@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade
+from grader.integrations.sorting import check_grader, check_items, grade_metadata, sort_by_grade
 from grader.protocol import Grader
 from models.deps import require
 
@@ -28,7 +28,7 @@ class CragDocumentGrader:
     """Relevant, uncertain (unresolved) and the CRAG decision, from any crag-grader Grader."""
 
     def __init__(self, grader: Grader) -> None:
-        self.grader = grader
+        self.grader = check_grader(grader)
 
     @haystack.component.output_types(relevant_documents=list[haystack.Document],
                                       uncertain_documents=list[haystack.Document], decision=str)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.cascade import CascadeGrader
-from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade, web_search_flag
+from grader.integrations.sorting import check_grader, check_items, grade_metadata, sort_by_grade, web_search_flag
 from grader.llm_config import LLMFailure, LLMJudgement
 from grader.llm_prompts import YES_NO_SYSTEM_PROMPT, yes_no_message
 from grader.protocol import Grader, PolicyGrader
@@ -42,6 +42,11 @@ class CragDocumentCompressor(documents.BaseDocumentCompressor):  # type: ignore[
     grader: Any
     keep_uncertain: bool = True
 
+    @pydantic.field_validator("grader")
+    @classmethod
+    def _can_grade(cls, grader: Any) -> Any:
+        return check_grader(grader)
+
     def compress_documents(self, documents: Sequence[Any], query: str, callbacks: Any = None) -> Sequence[Any]:
         """Documents in input order, minus the irrelevant ones; metadata gets ``crag_*`` fields."""
         kept, _ = _grade_documents(self.grader, query, documents, self.keep_uncertain)
@@ -51,6 +56,7 @@ class CragDocumentCompressor(documents.BaseDocumentCompressor):  # type: ignore[
 def grade_documents_node(grader: Grader, *, keep_uncertain: bool = True) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A LangGraph node: ``{"question", "documents"}`` in; kept ``documents``, ``decision`` ("correct",
     "ambiguous" or "incorrect") and ``web_search`` ("Yes" unless the decision is correct) out."""
+    check_grader(grader)
 
     def grade_documents(state: dict[str, Any]) -> dict[str, Any]:
         missing = [key for key in ("question", "documents") if key not in state]

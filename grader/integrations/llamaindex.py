@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade
+from grader.integrations.sorting import check_grader, check_items, grade_metadata, sort_by_grade
 from models.deps import require
 from models.types import Decision
 
@@ -39,6 +39,11 @@ class CragNodePostprocessor(postprocessor_types.BaseNodePostprocessor):  # type:
     model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
     grader: Any
     keep_uncertain: bool = True
+
+    @pydantic.field_validator("grader")
+    @classmethod
+    def _can_grade(cls, grader: Any) -> Any:
+        return check_grader(grader)
 
     @classmethod
     def class_name(cls) -> str:

@@ -11,7 +11,7 @@ from grader.protocol import Grader
 from models.errors import ConfigError
 from models.types import Chunk, Decision, Grade, Verdict
 
-__all__ = ["Sorted", "check_items", "grade_metadata", "sort_by_grade", "web_search_flag"]
+__all__ = ["Sorted", "check_grader", "check_items", "grade_metadata", "sort_by_grade", "web_search_flag"]
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,21 @@ class Sorted:
         return sorted(self.relevant + (self.uncertain if keep_uncertain else []))
 
 
+def check_grader(grader: Any) -> Any:
+    """``grader`` when it can grade (the small model, a CascadeGrader, your own Grader); else a ConfigError when the
+    adapter is made, not an AttributeError at the first documents graded."""
+    if not callable(getattr(grader, "grade", None)):
+        raise ConfigError(f"grader must be a crag-grader Grader (load_grader('default') or a CascadeGrader), got "
+                          f"{type(grader).__name__}: {grader!r:.80}")
+    return grader
+
+
 def check_items(items: Sequence[Any], what: str, ok: Callable[[Any], bool]) -> None:
     """Refuse, by position, an item that is not the framework's document (a plain string, say), before grading:
     an AttributeError from deep inside an adapter names neither the item nor what was expected."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise ConfigError(f"documents must be a list of {what.removeprefix('a ')}, got {type(items).__name__}: "
+                          f"{items!r:.80}")
     for i, item in enumerate(items):
         if not ok(item):
             raise ConfigError(f"documents[{i}] must be {what}, got {type(item).__name__}: {item!r:.80}")

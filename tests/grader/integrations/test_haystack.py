@@ -62,3 +62,5 @@ def test_uncertain_documents_and_async(small, band):
 def test_a_plain_string_among_the_documents_is_named(small):
     with pytest.raises(ConfigError, match=r"documents\[0\] must be a Haystack Document, got str: 'plain text'"):
         CragDocumentGrader(small).run(query=QUERY, documents=["plain text"])  # used to be an AttributeError
+    with pytest.raises(ConfigError, match="grader must be a crag-grader Grader"):
+        CragDocumentGrader(None)

@@ -119,6 +119,15 @@ def test_the_node_names_what_its_state_lacks(small):
     with pytest.raises(ConfigError, match="must be a LangChain Document"):
         CragDocumentCompressor(grader=small).compress_documents(["plain text"], QUERY)
     assert node({"question": QUERY, "documents": []})["decision"] == "incorrect"
+    with pytest.raises(ConfigError, match=r"documents must be a list of LangChain Document .*got str: 'plain text'"):
+        node({"question": QUERY, "documents": "plain text"})  # was "documents[0] ... got str: 'p'"
+
+
+def test_an_adapter_without_a_grader_is_refused_when_it_is_made():
+    with pytest.raises(ConfigError, match="grader must be a crag-grader Grader"):
+        grade_documents_node(None)  # was an AttributeError at the first state graded
+    with pytest.raises(ValueError, match="grader must be a crag-grader Grader"):  # pydantic's ValidationError
+        CragDocumentCompressor(grader="default")
 
 
 def test_a_chat_model_decides_the_uncertain_band(small, band):

@@ -57,3 +57,5 @@ def test_a_plain_string_among_the_nodes_is_named(small):
     nodes = [NodeWithScore(node=TextNode(text=TEXTS[0])), "plain text"]
     with pytest.raises(ConfigError, match=r"documents\[1\] must be a LlamaIndex NodeWithScore, got str: 'plain text'"):
         CragNodePostprocessor(grader=small).grade_nodes(nodes, QUERY)  # used to be AttributeError: 'str' ... 'node'
+    with pytest.raises(ValueError, match="grader must be a crag-grader Grader"):  # pydantic's ValidationError
+        CragNodePostprocessor(grader=None)
