@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grader.llm_structured import StructuredLLM
+from models.errors import ConfigError
 
 __all__ = [
     "PROMPT_VERSION",
@@ -116,6 +117,9 @@ class LLMAnswerer:
     """Generation, grounding and context assessment through one :class:`StructuredLLM`."""
 
     def __init__(self, llm: StructuredLLM) -> None:
+        if not callable(getattr(llm, "ask", None)):  # "gpt-4o" or None failed only once a question reached the LLM
+            raise ConfigError(f"llm must be a StructuredLLM (StructuredLLM(LLMConfig(model=..., base_url=...))), got "
+                              f"{type(llm).__name__}: {llm!r:.80}")
         self.llm = llm
 
     def assess(self, question: str, evidence: Sequence[Evidence], *, deadline: float | None = None,

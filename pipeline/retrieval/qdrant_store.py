@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from grader.resilience import check_http_url
 from models.deps import require
 from models.errors import ConfigError, StoreError
 from pipeline.retrieval.documents import (
@@ -85,10 +86,14 @@ class QdrantRetriever:
     def __init__(self, collection: str = "crag", *, client: Any = None, location: str | None = None,
                  path: str | None = None, url: str | None = None, api_key: str | None = None,
                  embedder: Embedder | None = None, prefetch_factor: int = 4) -> None:
+        if not isinstance(collection, str) or not collection.strip():
+            raise ConfigError(f"collection must be a non-empty name such as 'crag', got {collection!r}")
         self._qm = require("qdrant_client", "qdrant").models
         if client is None:
             if sum(x is not None for x in (location, path, url)) != 1:
                 raise ConfigError("QdrantRetriever needs exactly one of location=':memory:', path=DIR or url=URL")
+            if url is not None:  # 'localhost:6333' fails every call, each retried, long after start-up
+                check_http_url(url, "QdrantRetriever url", "http://localhost:6333")
             client = require("qdrant_client", "qdrant").QdrantClient(location=location, path=path, url=url,
                                                                       api_key=api_key)
         client = _ReportedClient(client, url or path or location or "the given client")

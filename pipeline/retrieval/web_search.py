@@ -44,8 +44,13 @@ class PrivacyGuard:
     _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.patterns, (str, bytes)):  # one pattern's letters would each block every query with it
+            raise ConfigError(f"patterns must be a collection of regular expressions, not one string: write "
+                              f"patterns=({self.patterns!r},)")
         compiled = []
         for pattern in self.patterns:
+            if not isinstance(pattern, str):
+                raise ConfigError(f"privacy pattern {pattern!r} must be a str (a regular expression)")
             try:
                 compiled.append(re.compile(pattern))
             except re.error as exc:
@@ -67,6 +72,14 @@ def web_chunk(url: str, title: str, text: str, position: int, score: float | Non
     digest = hashlib.sha1(f"{url}\n{text}".encode()).hexdigest()[:10]
     return StoredChunk(chunk_id=f"web:{digest}", text=text, tenant="web", source="web", title=title,
                        position=position, metadata={"url": url, "provider_score": score})
+
+
+def _check_web_search(query: object, k: object) -> None:
+    """A query and a result count a provider can be asked for, checked before any request is sent."""
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError(f"web search query must be a non-empty string, got {query!r:.80}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"web search k must be an int >= 1 (results wanted), got {k!r}")
 
 
 class _HTTPProvider:
@@ -151,6 +164,7 @@ class TavilySearch(_HTTPProvider):
         self.search_depth = search_depth
 
     def search(self, query: str, *, k: int = 5) -> list[StoredChunk]:
+        _check_web_search(query, k)
         payload = self._request("POST", "/search", headers={"Authorization": f"Bearer {self._api_key}"},
                                 json={"query": query, "max_results": k, "search_depth": self.search_depth})
         return self._chunks(payload.get("results") if isinstance(payload, dict) else None, "content", k)
@@ -166,6 +180,7 @@ class SearxNGSearch(_HTTPProvider):
         self.categories = ",".join(categories)
 
     def search(self, query: str, *, k: int = 5) -> list[StoredChunk]:
+        _check_web_search(query, k)
         payload = self._request("GET", "/search", params={"q": query, "format": "json",
                                                           "categories": self.categories})
         return self._chunks(payload.get("results") if isinstance(payload, dict) else None, "content", k)

@@ -185,3 +185,11 @@ def test_the_llm_reads_each_quoted_section_led_by_its_heading(tmp_path, grader, 
                 if r["messages"][0]["content"].startswith("You answer")]
     assert generate and generate[0]["passages"] == [
         {"id": "a-vec", "text": "pub fn dedup(&mut self): Removes consecutive repeated elements in the vector."}]
+
+
+def test_an_answerer_without_an_llm_is_refused_when_it_is_made():
+    from models import ConfigError
+
+    for llm in (None, "gpt-4o-mini"):
+        with pytest.raises(ConfigError, match="llm must be a StructuredLLM"):
+            LLMAnswerer(llm)  # was accepted, and failed only once a question reached the LLM

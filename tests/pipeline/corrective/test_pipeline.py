@@ -121,6 +121,10 @@ def test_a_bad_rag_config_names_every_value_that_fails():
         RAGConfig(strip_relative_floor=float("nan"))
     with pytest.raises(ConfigError, match=r"broader_k must be >= k \(8\), got 6"):
         RAGConfig(k=8, broader_k=6)
+    with pytest.raises(ConfigError, match=r"k must be an int, got str '8'; deadline_s must be a number, got bool True; "
+                                          r"answer_floor must be a number or None, got str '0.2'"):
+        RAGConfig(k="8", answer_floor="0.2", deadline_s=True)  # k="8" was a TypeError from a comparison
+    assert RAGConfig(deadline_s=5, answer_floor=None).deadline_s == 5  # an int is a number
 
 
 def test_rewrite_keeps_identifiers():

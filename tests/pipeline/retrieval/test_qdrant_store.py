@@ -77,6 +77,15 @@ def test_a_qdrant_server_that_cannot_be_reached_is_a_clear_error(tmp_path):
             attempt()
 
 
+def test_a_url_without_a_scheme_or_an_empty_collection_is_refused_when_the_store_is_made():
+    from pipeline.retrieval.qdrant_store import QdrantRetriever
+
+    with pytest.raises(ConfigError, match=r"QdrantRetriever url must be an http:// or https:// URL .*'localhost:6333'"):
+        QdrantRetriever("docs", url="localhost:6333")  # was accepted, and every call failed later
+    with pytest.raises(ConfigError, match="collection must be a non-empty name"):
+        QdrantRetriever("", location=":memory:")
+
+
 def test_qdrant_refuses_bad_search_arguments_as_the_local_index_does(qdrant):
     who = Principal(tenant="t")
     with pytest.raises(ConfigError, match="filter 'format' must match a string or number, got \\['md'\\]"):

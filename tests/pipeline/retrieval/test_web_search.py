@@ -77,6 +77,18 @@ def test_bad_configuration_is_rejected():
         SearxNGSearch("localhost:8888")
     with pytest.raises(ConfigError, match="regular expression"):
         PrivacyGuard(patterns=("([unclosed",))
+    with pytest.raises(ConfigError, match=r"not one string: write patterns=\('secret',\)"):
+        PrivacyGuard(patterns="secret")  # was one pattern per letter: every query with an 's' stayed local
+    with pytest.raises(ConfigError, match="must be a str"):
+        PrivacyGuard(patterns=(3,))
+
+
+def test_a_bad_query_or_count_is_refused_before_any_request(web):
+    for query, k, said in (("", 5, "non-empty string"), ("Normandy", 0, "k must be an int >= 1"),
+                           ("Normandy", "5", "k must be an int")):
+        with pytest.raises(ConfigError, match=said):
+            SearxNGSearch(web.url, retry=FAST).search(query, k=k)
+    assert web.requests == []
 
 
 def test_privacy_guard_blocks_confidential_and_patterned_queries():
