@@ -57,6 +57,13 @@ class Chunk:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise ConfigError(f"Chunk.text must be a str, got {type(self.text).__name__}: {self.text!r:.80}")
+        for name in ("chunk_id", "source"):  # ids key caches, logs and citations: 5 and "5" must not both exist
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"Chunk.{name} must be a str or None, got {type(value).__name__}: {value!r:.80}")
+        if not isinstance(self.metadata, dict):
+            raise ConfigError(f"Chunk.metadata must be a dict, got {type(self.metadata).__name__}: "
+                              f"{self.metadata!r:.80}")
 
 
 def as_chunk(value: Chunk | str) -> Chunk:
@@ -96,6 +103,14 @@ class Grade:
     cost_usd: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("verdict", "llm_verdict"):  # "relevant" from your own grader: the Verdict it names
+            value = getattr(self, name)
+            if (value is None and name == "llm_verdict") or isinstance(value, Verdict):
+                continue
+            known = [v.value for v in Verdict]
+            if not isinstance(value, str) or value not in known:
+                raise ConfigError(f"Grade.{name} must be a Verdict or one of {known}, got {value!r}")
+            object.__setattr__(self, name, Verdict(value))
         if not (isinstance(self.probability, float | int) and 0.0 <= self.probability <= 1.0):
             raise ConfigError(f"Grade.probability must be in [0, 1], got {self.probability!r}")
         if self.decided_by not in ("model", "llm", "heuristic"):

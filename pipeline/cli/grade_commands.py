@@ -47,8 +47,13 @@ def read_chunks(path: str | Path) -> list[Chunk]:
                 raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                 raise DataError(f"{path}:{number}: each line needs an object with a 'text' string")
-            chunks.append(Chunk(text=record["text"], chunk_id=record.get("chunk_id"),
-                                source=record.get("source"), metadata=record.get("metadata") or {}))
+            chunk_id = record.get("chunk_id")  # a number in a file is its id as text, as a line number is
+            chunk_id = str(chunk_id) if isinstance(chunk_id, int) and not isinstance(chunk_id, bool) else chunk_id
+            try:
+                chunks.append(Chunk(text=record["text"], chunk_id=chunk_id, source=record.get("source"),
+                                    metadata=record.get("metadata") or {}))
+            except ConfigError as exc:
+                raise DataError(f"{path}:{number}: {exc}") from exc
         else:
             chunks.append(Chunk(text=line, chunk_id=str(number)))
     if not chunks:

@@ -25,3 +25,19 @@ def test_as_chunk():
 
 def test_verdict_positive():
     assert Verdict.PARTIAL.is_positive and not Verdict.IRRELEVANT.is_positive
+
+
+def test_a_grade_takes_a_verdicts_name_as_that_verdict_and_refuses_other_values():
+    grade = Grade(verdict="relevant", probability=0.9, llm_verdict="partial")  # from a grader of your own
+    assert grade.verdict is Verdict.RELEVANT and grade.llm_verdict is Verdict.PARTIAL  # decide() compares by identity
+    for bad in ({"verdict": "relevent"}, {"verdict": 1}, {"verdict": Verdict.RELEVANT, "llm_verdict": "yes"}):
+        with pytest.raises(ConfigError, match="must be a Verdict or one of"):
+            Grade(probability=0.5, **bad)
+
+
+def test_a_chunk_refuses_ids_sources_and_metadata_of_the_wrong_type():
+    for bad, said in (({"chunk_id": 5}, "Chunk.chunk_id must be a str or None, got int"),
+                      ({"source": b"x"}, "Chunk.source must be a str or None"),
+                      ({"metadata": [1]}, "Chunk.metadata must be a dict, got list")):
+        with pytest.raises(ConfigError, match=said):
+            Chunk(text="x", **bad)

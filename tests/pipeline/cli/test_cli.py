@@ -23,6 +23,17 @@ def test_grade_json(capsys, tmp_path):
     assert {"verdict", "probability", "decided_by", "uncertain", "truncated"} <= set(rows[0])
 
 
+def test_grade_reads_numeric_chunk_ids_as_text_and_names_the_line_of_a_bad_field(capsys, tmp_path):
+    chunks = tmp_path / "chunks.jsonl"
+    chunks.write_text(json.dumps({"text": "Normandy is a region in France.", "chunk_id": 17}) + "\n", encoding="utf-8")
+    assert main(["grade", "--query", QUERY, "--chunks", str(chunks), "--json"]) == 0
+    assert [r["chunk_id"] for r in json.loads(capsys.readouterr().out)] == ["17"]
+    chunks.write_text(json.dumps({"text": "Bananas.", "chunk_id": "a"}) + "\n"
+                      + json.dumps({"text": "Normandy.", "metadata": ["x"]}) + "\n", encoding="utf-8")
+    assert main(["grade", "--query", QUERY, "--chunks", str(chunks)]) == 2
+    assert f"{chunks}:2: Chunk.metadata must be a dict, got list" in capsys.readouterr().err
+
+
 def test_grade_table_and_text_chunks(capsys, tmp_path):
     chunks = tmp_path / "chunks.txt"
     chunks.write_text("Normandy is a region in France.\n\nBananas are yellow.\n", encoding="utf-8")
