@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import dataclasses
+import datetime
 import hashlib
 import logging
 import re
@@ -53,9 +55,10 @@ from pipeline.retrieval.transcript_text import srt_to_text, vtt_to_text
 from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
-__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "FILTER_FIELDS", "NAME_RULE", "Principal", "StoredChunk", "check_encoding",
-           "check_name", "check_roles", "check_search", "chunk_text", "chunks_to_write", "is_record_metadata",
-           "read_document", "read_document_as", "reveals_access_denied", "term_coverage"]
+__all__ = ["ACCESS_DENIED_MIN_COVERAGE", "AUTHORITY_RANGE", "FILTER_FIELDS", "NAME_RULE", "STATUSES", "Principal",
+           "StoredChunk", "check_access_fields", "check_encoding", "check_name", "check_roles", "check_search",
+           "chunk_text", "chunks_to_write", "is_record_metadata", "read_document", "read_document_as",
+           "reveals_access_denied", "term_coverage"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,18 +100,73 @@ FILTER_FIELDS: dict[str, type] = {  # the chunk fields a filter may name, with t
 UNFILTERABLE = ("text", "allowed_roles", "metadata")  # filtered otherwise: by the query, the principal, a key
 
 
+STATUSES = ("active", "superseded")
+AUTHORITY_RANGE = 1000  # the bound of --authority and of PUT /v1/documents?authority=
+
+
+def _is_calendar_date(text: str) -> bool:
+    """YYYY-MM-DD naming a day that exists."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_access_fields(*, tenant: object, roles: object, status: object, effective_date: object,
+                        authority: object) -> frozenset[str]:
+    """Check what a chunk carries besides its text (owner, access, freshness) and return its roles as a frozenset;
+    a ConfigError names the first bad value. Shared by ingestion and by every write of chunks built by hand."""
+    check_name("tenant", tenant)
+    checked_roles = check_roles(roles)  # type: ignore[arg-type]  # a str alone is refused there, by name
+    if status not in STATUSES:
+        raise ConfigError(f"status must be one of {list(STATUSES)}, got {status!r}")
+    if not isinstance(effective_date, str) or (effective_date and not _is_calendar_date(effective_date)):
+        # conflicts are settled by this date: "2024-13-45" would have been ranked as if it were a real one
+        raise ConfigError(f"effective_date must be a calendar date YYYY-MM-DD (or empty), got {effective_date!r}")
+    if isinstance(authority, bool) or not isinstance(authority, int) \
+            or not -AUTHORITY_RANGE <= authority <= AUTHORITY_RANGE:
+        raise ConfigError(f"authority must be an int in [-{AUTHORITY_RANGE}, {AUTHORITY_RANGE}], got {authority!r}")
+    return checked_roles
+
+
+def _checked(chunk: StoredChunk) -> StoredChunk:
+    """``chunk`` once every field holds what the index stores (roles as a frozenset); else a ConfigError."""
+    for name in ("chunk_id", "text", "source", "title"):
+        value = getattr(chunk, name)
+        if not isinstance(value, str) or (name in ("chunk_id", "text") and not value.strip()):
+            rule = "a non-empty str" if name in ("chunk_id", "text") else "a str"
+            raise ConfigError(f"{name} must be {rule}, got {type(value).__name__}: {value!r:.80}")
+    if isinstance(chunk.position, bool) or not isinstance(chunk.position, int) or chunk.position < 0:
+        raise ConfigError(f"position must be an int >= 0 (the chunk's place in its document), got {chunk.position!r}")
+    if not isinstance(chunk.metadata, dict):
+        raise ConfigError(f"metadata must be a dict, got {type(chunk.metadata).__name__}: {chunk.metadata!r:.80}")
+    roles = check_access_fields(tenant=chunk.tenant, roles=chunk.allowed_roles, status=chunk.status,
+                                effective_date=chunk.effective_date, authority=chunk.authority)
+    return chunk if roles == chunk.allowed_roles and isinstance(chunk.allowed_roles, frozenset) \
+        else dataclasses.replace(chunk, allowed_roles=roles)
+
+
 def chunks_to_write(chunks: object) -> list[StoredChunk]:
-    """``chunks`` as a list, once every item is a StoredChunk; else a ConfigError naming the first that is not
-    (before anything is embedded or written)."""
+    """``chunks`` as a list, once every item is a StoredChunk whose fields are what the index stores (a chunk built
+    by hand with ``allowed_roles="admin"`` would be readable by any role named like one of its letters); else a
+    ConfigError naming the first that is not, before anything is embedded or written."""
     if isinstance(chunks, (str, bytes, StoredChunk)) or not hasattr(chunks, "__iter__"):
         raise ConfigError(f"write takes a list of StoredChunk, got {type(chunks).__name__}: {chunks!r:.80}")
     items = list(chunks)
+    out = []
     for position, item in enumerate(items):
         if not isinstance(item, StoredChunk):
             raise ConfigError(f"chunk {position} is a {type(item).__name__}, not a StoredChunk: {item!r:.80} (index "
                               "files with ingest() or `crag index add`, or build StoredChunk(chunk_id=..., text=..., "
                               "tenant=..., source=...))")
-    return items
+        try:
+            out.append(_checked(item))
+        except ConfigError as exc:
+            raise ConfigError(f"chunk {position} ({item.chunk_id!r:.60}): {exc}") from exc
+    return out
 
 
 def check_search(query: object, k: int, filters: object) -> None:

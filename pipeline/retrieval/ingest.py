@@ -9,7 +9,6 @@ the run (default, nothing written) or, with ``skip_errors``, is reported and ski
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import re
 from collections import Counter
@@ -22,10 +21,12 @@ from models.errors import ConfigError, DataError, MissingDependencyError
 from models.progress import progress, stage
 from pipeline.retrieval.archives import ARCHIVES, DocumentText, archive_documents, archive_type, passed_over
 from pipeline.retrieval.documents import (
+    AUTHORITY_RANGE,
+    STATUSES,
     SUPPORTED,
     StoredChunk,
+    check_access_fields,
     check_encoding,
-    check_name,
     check_roles,
     chunk_id_for,
     chunk_text,
@@ -126,10 +127,6 @@ def _documents(files: list[Path], encoding: str | None, unsupported: Counter[str
             yield DocumentText.read(path, encoding=encoding)
 
 
-STATUSES = ("active", "superseded")
-AUTHORITY_RANGE = 1000  # the bound of --authority and of PUT /v1/documents?authority=
-
-
 @dataclass(frozen=True, kw_only=True)
 class ChunkFields:
     """What every chunk of one ingest carries besides its text: owner, access and freshness."""
@@ -142,29 +139,9 @@ class ChunkFields:
     max_chars: int = 900
 
     def __post_init__(self) -> None:
-        check_name("tenant", self.tenant)
-        object.__setattr__(self, "roles", check_roles(self.roles))
-        if self.status not in STATUSES:
-            raise ConfigError(f"status must be one of {list(STATUSES)}, got {self.status!r}")
-        if self.effective_date and not _is_calendar_date(self.effective_date):
-            # conflicts are settled by this date: "2024-13-45" would have been ranked as if it were a real one
-            raise ConfigError(f"effective_date must be a calendar date YYYY-MM-DD (or empty), got "
-                              f"{self.effective_date!r}")
-        if isinstance(self.authority, bool) or not isinstance(self.authority, int) \
-                or not -AUTHORITY_RANGE <= self.authority <= AUTHORITY_RANGE:
-            raise ConfigError(f"authority must be an int in [-{AUTHORITY_RANGE}, {AUTHORITY_RANGE}], got "
-                              f"{self.authority!r}")
-
-
-def _is_calendar_date(text: str) -> bool:
-    """YYYY-MM-DD naming a day that exists."""
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        return False
-    try:
-        datetime.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
+        roles = check_access_fields(tenant=self.tenant, roles=self.roles, status=self.status,
+                                    effective_date=self.effective_date, authority=self.authority)
+        object.__setattr__(self, "roles", roles)
 
 
 def ingest(index: WritableIndex, paths: str | Path | Iterable[str | Path], *, tenant: str, roles: Iterable[str] = (),

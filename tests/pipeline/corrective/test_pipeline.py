@@ -1,5 +1,6 @@
 """The corrective pipeline over a real local index: permissions, outcomes, correction helpers, ingestion."""
 
+import dataclasses
 import re
 
 import pytest
@@ -42,6 +43,24 @@ def test_a_write_of_anything_but_stored_chunks_is_refused_before_anything_is_wri
         with pytest.raises(ConfigError, match=said):
             retriever.write(bad)
     assert len(retriever.search("invoice paid", TENANT_A, k=50)) == before  # the good chunk before a bad one too
+
+
+
+def test_a_chunk_built_by_hand_is_checked_as_ingestion_checks_it(retriever):
+    for fields, said in (({"allowed_roles": "legal"}, "not one string"),  # its letters would each be a role
+                         ({"tenant": "a b"}, "tenant name 'a b' is not allowed"),
+                         ({"status": "live"}, "status must be one of"),
+                         ({"authority": "high"}, "authority must be an int"),
+                         ({"effective_date": "yesterday"}, "effective_date must be a calendar date"),
+                         ({"position": "3"}, "position must be an int >= 0"),
+                         ({"text": "  "}, "text must be a non-empty str"),
+                         ({"metadata": ["x"]}, "metadata must be a dict")):
+        with pytest.raises(ConfigError, match=f"chunk 0 .*{said}"):
+            retriever.write([dataclasses.replace(_chunk("a-hand", "Written by hand."), **fields)])
+    memo = dataclasses.replace(_chunk("a-hand", "Legal reads the hand-written memo."), allowed_roles={"legal"})
+    retriever.write([memo])  # a set of roles is fine: stored as the frozenset it stands for
+    assert "a-hand" not in {c.chunk_id for c, _ in retriever.search("hand-written memo", TENANT_A, k=20)}
+    assert "a-hand" in {c.chunk_id for c, _ in retriever.search("hand-written memo", LEGAL_A, k=20)}
 
 
 def test_the_pipeline_refuses_parts_that_would_fail_in_the_middle_of_a_question(index, grader):
