@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +48,8 @@ def read_chunks(path: str | Path) -> list[Chunk]:
                 raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                 raise DataError(f"{path}:{number}: each line needs an object with a 'text' string")
-            chunk_id = record.get("chunk_id")  # a number in a file is its id as text, as a line number is
-            chunk_id = str(chunk_id) if isinstance(chunk_id, int) and not isinstance(chunk_id, bool) else chunk_id
+            given = record.get("chunk_id")  # a number in a file is its id as text, as a line number is
+            chunk_id: Any = str(given) if isinstance(given, int) and not isinstance(given, bool) else given
             try:
                 chunks.append(Chunk(text=record["text"], chunk_id=chunk_id, source=record.get("source"),
                                     metadata=record.get("metadata") or {}))

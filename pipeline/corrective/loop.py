@@ -35,7 +35,7 @@ from pipeline.corrective.generation import Evidence, LLMAnswerer
 from pipeline.corrective.outcomes import Outcome, RAGResult, TraceStep
 from pipeline.corrective.state import RAGConfig, RunState
 from pipeline.corrective.telemetry import record_run, run_attributes
-from pipeline.retrieval.documents import Principal, StoredChunk
+from pipeline.retrieval.documents import Principal, StoredChunk, check_principal
 from pipeline.retrieval.index import Retriever
 from pipeline.retrieval.web_search import PrivacyGuard, WebSearchError, WebSearchProvider
 
@@ -107,9 +107,7 @@ class CorrectiveRAG:
             raise ConfigError(f"query must be a non-empty string, got {query!r:.80}")
         if len(query) > self.config.max_query_chars:
             raise ConfigError(f"query is {len(query)} characters; the limit is {self.config.max_query_chars}")
-        if not isinstance(principal, Principal):  # who may read what: never guessed from a bare tenant name
-            raise ConfigError(f"principal must be a Principal, e.g. Principal(tenant='acme', "
-                              f"roles=frozenset({{'support'}})), got {type(principal).__name__}: {principal!r:.80}")
+        check_principal(principal)  # who may read what: never guessed from a bare tenant name
         state = RunState(self.config)
         content_words = [w for w in re.findall(r"\w+", query) if len(w) > 2]
         if len(content_words) < self.config.min_query_words:

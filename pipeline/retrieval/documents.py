@@ -56,7 +56,8 @@ from pipeline.retrieval.xls_text import xls_to_text
 from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "AUTHORITY_RANGE", "FILTER_FIELDS", "NAME_RULE", "STATUSES", "Principal",
-           "StoredChunk", "check_access_fields", "check_encoding", "check_name", "check_roles", "check_search",
+           "StoredChunk", "check_access_fields", "check_encoding", "check_hidden", "check_name", "check_page",
+           "check_principal", "check_roles", "check_search",
            "chunk_text", "chunks_to_write", "is_record_metadata", "read_document", "read_document_as",
            "reveals_access_denied", "term_coverage"]
 
@@ -169,15 +170,37 @@ def chunks_to_write(chunks: object) -> list[StoredChunk]:
     return out
 
 
-def check_search(query: object, k: int, filters: object) -> None:
+def check_principal(principal: object) -> None:
+    """Who reads must be a :class:`Principal`: the tenant and roles that scope every search, never a bare name."""
+    if not isinstance(principal, Principal):
+        raise ConfigError(f"principal must be a Principal, e.g. Principal(tenant='acme', "
+                          f"roles=frozenset({{'support'}})), got {type(principal).__name__}: {principal!r:.80}")
+
+
+def check_page(tenant: object, limit: object) -> None:
+    """A page of a tenant's documents: a valid tenant name and a limit of at least one."""
+    check_name("tenant", tenant)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"limit must be an int >= 1 (documents per page), got {limit!r}")
+
+
+def check_hidden(query: object, principal: object, min_coverage: object) -> None:
+    """What an access check refuses: as a search, and a coverage outside (0, 1]."""
+    check_search(query, principal, 1, None)
+    if isinstance(min_coverage, bool) or not isinstance(min_coverage, int | float) or not 0 < min_coverage <= 1:
+        raise ConfigError(f"min_coverage must be a number in (0, 1], got {min_coverage!r}")
+
+
+def check_search(query: object, principal: object, k: object, filters: object) -> None:
     """What every retriever refuses before searching (the local index and Qdrant alike): a query that is not
-    text, k below 1, filters that are not a dict of non-empty field names to one string or number each, a
-    field given a value of the wrong type (``position="3"`` would match nothing, silently) and the fields that
-    are never matched exactly (the text, the roles, the metadata as a whole)."""
+    text, a reader that is not a Principal, k below 1, filters that are not a dict of non-empty field names to one
+    string or number each, a field given a value of the wrong type (``position="3"`` would match nothing,
+    silently) and the fields that are never matched exactly (the text, the roles, the metadata as a whole)."""
     if not isinstance(query, str):
         raise ConfigError(f"query must be a string, got {type(query).__name__}: {query!r:.80}")
-    if k < 1:
-        raise ConfigError(f"k must be >= 1, got {k}")
+    check_principal(principal)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"k must be an int >= 1, got {k!r}")
     if filters is None:
         return
     if not isinstance(filters, dict):

@@ -33,6 +33,8 @@ from pipeline.retrieval.documents import (
     FILTER_FIELDS,
     Principal,
     StoredChunk,
+    check_hidden,
+    check_page,
     check_search,
     chunks_to_write,
     reveals_access_denied,
@@ -364,6 +366,7 @@ class LocalHybridIndex:
     def documents(self, tenant: str, *, after: str = "", limit: int = 1000) -> list[dict[str, Any]]:
         """One tenant's documents in name order, those named after ``after`` (for paging), at most ``limit``: each
         with its chunk count, the roles that may read it and its format."""
+        check_page(tenant, limit)
         conn = self._conn()
         if conn is None:
             return []
@@ -421,7 +424,7 @@ class LocalHybridIndex:
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
         """Top-k readable chunks; ``filters`` match fields or metadata exactly (e.g. {"status": "active"})."""
-        check_search(query, k, filters)
+        check_search(query, principal, k, filters)
         where, params = _filter_sql(filters)
         conn = self._conn()
         if conn is None:
@@ -505,6 +508,7 @@ class LocalHybridIndex:
                        min_coverage: float = ACCESS_DENIED_MIN_COVERAGE) -> int:
         """How many chunks in the caller's tenant its roles may not read match the whole question better than
         anything it can read (a count, no content); see :func:`reveals_access_denied`."""
+        check_hidden(query, principal, min_coverage)
         match = _fts_query(query)
         conn = self._conn()
         if match is None or conn is None:

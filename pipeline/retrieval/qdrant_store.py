@@ -22,6 +22,8 @@ from pipeline.retrieval.documents import (
     FILTER_FIELDS,
     Principal,
     StoredChunk,
+    check_hidden,
+    check_page,
     check_search,
     chunks_to_write,
     reveals_access_denied,
@@ -209,6 +211,7 @@ class QdrantRetriever:
     def documents(self, tenant: str, *, after: str = "", limit: int = 1000) -> list[dict[str, Any]]:
         """As :meth:`LocalHybridIndex.documents`; reads every chunk of the tenant (Qdrant cannot group), so it
         costs a scan of the tenant's points."""
+        check_page(tenant, limit)
         found = self._document_chunks(tenant)
         names = sorted(d for d in found if d > after)[:limit]
         return [{"document": d, "chunks": found[d][0], "roles": found[d][1], "format": found[d][2]} for d in names]
@@ -261,7 +264,7 @@ class QdrantRetriever:
     # ----- Retriever -----------------------------------------------------------------------------
     def search(self, query: str, principal: Principal, *, k: int = 8,
                filters: dict[str, Any] | None = None) -> list[tuple[StoredChunk, float]]:
-        check_search(query, k, filters)
+        check_search(query, principal, k, filters)
         if not self.client.collection_exists(self.collection):
             return []
         models = self._qm
@@ -279,6 +282,7 @@ class QdrantRetriever:
     def hidden_matches(self, query: str, principal: Principal, *,
                        min_coverage: float = ACCESS_DENIED_MIN_COVERAGE) -> int:
         """Strong lexical matches in the caller's own tenant that its roles may not read (a count only)."""
+        check_hidden(query, principal, min_coverage)
         if not self.client.collection_exists(self.collection):
             return 0
         models = self._qm

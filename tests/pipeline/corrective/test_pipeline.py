@@ -63,6 +63,18 @@ def test_a_chunk_built_by_hand_is_checked_as_ingestion_checks_it(retriever):
     assert "a-hand" in {c.chunk_id for c, _ in retriever.search("hand-written memo", LEGAL_A, k=20)}
 
 
+def test_both_indexes_refuse_a_bare_reader_a_bad_page_and_a_bad_coverage_before_reading(retriever):
+    for call, said in ((lambda: retriever.search("invoice paid", "a"), "principal must be a Principal, e.g."),
+                       (lambda: retriever.search("invoice paid", TENANT_A, k="5"), "k must be an int >= 1, got '5'"),
+                       (lambda: retriever.hidden_matches("Falcon code", "a"), "principal must be a Principal"),
+                       (lambda: retriever.hidden_matches("Falcon code", TENANT_A, min_coverage=2),
+                        r"min_coverage must be a number in \(0, 1\], got 2"),
+                       (lambda: retriever.documents("a", limit=0), "limit must be an int >= 1"),
+                       (lambda: retriever.documents("a b"), "tenant name 'a b' is not allowed")):
+        with pytest.raises(ConfigError, match=said):  # was an AttributeError, or an empty answer
+            call()
+
+
 def test_the_pipeline_refuses_parts_that_would_fail_in_the_middle_of_a_question(index, grader):
     class SearchOnly:  # a retriever of one's own, without the access check's hidden_matches()
         def search(self, query, principal, *, k=8, filters=None):

@@ -92,7 +92,7 @@ def test_qdrant_refuses_bad_search_arguments_as_the_local_index_does(qdrant):
         qdrant.search("Paris", who, filters={"format": ["md"]})  # used to reach Qdrant's own model validation
     with pytest.raises(ConfigError, match="filters must be a dict"):
         qdrant.search("Paris", who, filters="format=md")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="k must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="k must be an int >= 1, got 0"):
         qdrant.search("Paris", who, k=0)
     with pytest.raises(ConfigError, match="filter 'position' holds an integer, got str"):
         qdrant.search("Paris", who, filters={"position": "3"})
