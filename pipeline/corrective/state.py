@@ -6,9 +6,10 @@ Its own module so that the loop and the answerer both import it without importin
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from models.errors import ConfigError
+from models.field_types import wrong_types
 from pipeline.corrective.outcomes import Trace
 
 __all__ = ["RAGConfig", "RunState"]
@@ -39,9 +40,7 @@ class RAGConfig:
     access_denied_min_coverage: float | None = 0.6
 
     def __post_init__(self) -> None:
-        wrong = [f"{f.name} must be {'an int' if f.type == 'int' else 'a number'}"
-                 f"{' or None' if 'None' in f.type else ''}, got {type(v).__name__} {v!r}"
-                 for f in fields(self) if not _of_type(v := getattr(self, f.name), str(f.type))]
+        wrong = wrong_types(self)
         if wrong:  # "8" from a form or a config file: said by name, not a TypeError from a comparison
             raise ConfigError(f"invalid RAGConfig: {'; '.join(wrong)}")
 
@@ -64,15 +63,6 @@ class RAGConfig:
         bad = [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in checks if not ok]
         if bad:  # every value that fails, by name (NaN fails every comparison, so it is refused too)
             raise ConfigError(f"invalid RAGConfig: {'; '.join(bad)}")
-
-
-def _of_type(value: object, annotation: str) -> bool:
-    """Whether ``value`` fits a field annotated ``int``, ``float`` or ``float | None`` (a bool is neither)."""
-    if value is None:
-        return "None" in annotation
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) if annotation == "int" else isinstance(value, (int, float))
 
 
 class RunState:

@@ -170,6 +170,8 @@ def test_train_config_validation(kwargs):
     ({"epochs": 0}, "epochs must be > 0; got epochs=0"),
     ({"target_error": 0.0}, "max_error (--target-error) must be strictly between 0 and 1, got 0.0"),
     ({"delta": 1.0}, "delta (--delta) must be strictly between 0 and 1, got 1.0"),
+    ({"learning_rate": "2e-5"}, "learning_rate must be a number, got str '2e-5'"),  # was a TypeError
+    ({"seed": "x"}, "seed must be an int, got str 'x'"), ({"batch_size": True}, "batch_size must be an int"),
 ])
 def test_train_config_names_the_value_that_fails(kwargs, named):
     with pytest.raises(ConfigError) as caught:
