@@ -2,6 +2,7 @@
 
 import pytest
 
+from grader.cascade import Budget
 from grader.llm import LLMConfig, LLMFailure, LLMGrader, LLMJudgement
 from grader.resilience import CircuitBreaker, RetryPolicy
 from models import ConfigError, LLMError, Verdict
@@ -186,6 +187,11 @@ def test_config_errors(monkeypatch):
         with pytest.raises(ConfigError, match=f"LLMConfig.{name} must be .*, got {bad}"):
             LLMConfig(**{name: bad})
     assert LLMConfig(base_url="HTTPS://api.example.com/v1", input_cost_per_mtok=0.0).timeout_s == 30.0
+    for make, said in ((lambda: LLMConfig(timeout_s="30"), "invalid LLMConfig: timeout_s must be a number, got str"),
+                       (lambda: RetryPolicy(attempts="3"), "invalid RetryPolicy: attempts must be an int, got str"),
+                       (lambda: Budget(max_llm_calls="4"), "invalid Budget: max_llm_calls must be an int or None")):
+        with pytest.raises(ConfigError, match=said):  # each was a TypeError from a comparison
+            make()
     monkeypatch.setenv("OPENAI_BASE_URL", "localhost:8080")  # the same rule for the variable, checked at start-up
     with pytest.raises(ConfigError, match=r"\$OPENAI_BASE_URL must be an http:// or https:// URL"):
         LLMGrader(LLMConfig(model="m"))
