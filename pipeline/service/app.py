@@ -31,6 +31,7 @@ from grader.load_rewrites import rewrites_in_use
 from grader.policy import decide
 from models.deps import require
 from models.errors import ConfigError, CragError
+from models.field_types import wrong_types
 from models.tracing import span
 from models.types import Chunk, Grade
 from pipeline.corrective.assembly import PipelineSettings, build_rag
@@ -73,6 +74,22 @@ class ServiceConfig:
     llm_threads: int = 32  # threads for work that may wait on the LLM, apart from everything else
     llm_requests_per_tenant: int = 8  # a tenant's requests waiting on the LLM at once; more queue for a slot
     body_read_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        """Refuse, before any worker starts, a part or a number that would fail on the first request."""
+        for name, kind in (("keys", KeyStore), ("grader", CrossEncoderGrader), ("pipeline", PipelineSettings),
+                           ("limits", Limits)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"ServiceConfig.{name} must be a {kind.__name__}, got "
+                                  f"{type(getattr(self, name)).__name__}")
+        bad = wrong_types(self) or [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
+            (self.micro_batch_wait_ms >= 0, "micro_batch_wait_ms", ">= 0"),
+            (self.micro_batch_max_pairs >= 1, "micro_batch_max_pairs", ">= 1"),
+            (self.request_timeout_s > 0, "request_timeout_s", "> 0"), (self.llm_threads >= 1, "llm_threads", ">= 1"),
+            (self.llm_requests_per_tenant >= 1, "llm_requests_per_tenant", ">= 1"),
+            (self.body_read_timeout_s > 0, "body_read_timeout_s", "> 0")) if not ok]
+        if bad:
+            raise ConfigError(f"invalid ServiceConfig: {'; '.join(bad)}")
 
 
 class _State:

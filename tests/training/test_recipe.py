@@ -9,6 +9,7 @@ from training.recipe import RecipeConfig
     ({"max_steps": -1, "layers": -2}, "max_steps must be >= 0 (0: no bound), got -1; layers must be >= 0"),
     ({"distill_weight": 2.0}, "distill_weight must be in [0, 1], got 2.0"),
     ({"target_error": 0.0}, "max_error (--target-error) must be strictly between 0 and 1, got 0.0"),
+    ({"max_steps": "10"}, "max_steps must be an int, got str '10'"),  # was a TypeError from a comparison
 ])
 def test_a_bad_recipe_knob_is_refused_before_any_data_is_prepared(knobs, named):
     with pytest.raises(ConfigError) as caught:

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from grader.llm import LLMConfig
 from grader.resilience import RetryPolicy
+from models.errors import ConfigError
 from pipeline.corrective.assembly import PipelineSettings
 from pipeline.retrieval.documents import Principal
 from pipeline.retrieval.index import LocalHybridIndex
@@ -34,6 +35,17 @@ def _client(tmp_path, keys, grader, *, llm_server=None, llm_mode="json_object", 
     app = create_app(ServiceConfig(keys=keys[0], retriever=index, grader=grader, pipeline=PipelineSettings(llm=llm),
                                    **config))
     return TestClient(app)
+
+
+def test_a_bad_service_config_is_refused_before_any_worker_starts(tmp_path, keys, grader):
+    index = LocalHybridIndex(tmp_path / "idx", embedder=HashEmbedder())
+    for config, said in (({"grader": "default"}, "ServiceConfig.grader must be a CrossEncoderGrader, got str"),
+                         ({"keys": str(tmp_path / "keys.json")}, "ServiceConfig.keys must be a KeyStore"),
+                         ({"micro_batch_wait_ms": "5"}, "micro_batch_wait_ms must be a number, got str"),
+                         ({"request_timeout_s": 0}, "request_timeout_s must be > 0, got 0"),
+                         ({"llm_threads": 0, "micro_batch_max_pairs": 0}, "micro_batch_max_pairs must be >= 1")):
+        with pytest.raises(ConfigError, match=said):
+            ServiceConfig(**{"keys": keys[0], "retriever": index, "grader": grader, **config})
 
 
 def _auth(token):
