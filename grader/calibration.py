@@ -49,8 +49,11 @@ def _check_xy(logits: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(labels, dtype=np.float64).ravel()
     if x.shape != y.shape:
         raise ConfigError(f"calibration needs one label per logit, got {x.size} logits and {y.size} labels")
-    if x.size < 2 or not np.all(np.isfinite(x)):
-        raise ConfigError(f"calibration needs at least 2 finite logits, got {x.size}")
+    if x.size < 2:
+        raise ConfigError(f"calibration needs at least 2 logits, got {x.size}")
+    if not np.all(np.isfinite(x)):
+        raise ConfigError(f"calibration needs finite logits; {int(np.sum(~np.isfinite(x)))} of the {x.size} are "
+                          "NaN or infinite")
     if not np.all((y == 0) | (y == 1)):
         raise ConfigError("calibration labels must be 0 or 1")
     if y.min() == y.max():

@@ -107,7 +107,9 @@ def _table(probs: np.ndarray, labels: np.ndarray, grid: np.ndarray | None = None
 def _check(probs: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(probs, dtype=np.float64).ravel()
     y = np.asarray(labels).astype(int).ravel()
-    if p.size == 0 or p.shape != y.shape:
+    if p.size == 0:
+        raise ConfigError("thresholds need labelled pairs to be chosen on; got none")
+    if p.shape != y.shape:
         raise ConfigError(f"need one label per probability, got {p.size} probabilities and {y.size} labels")
     if np.any((p < 0) | (p > 1)) or not np.all(np.isin(y, (0, 1))):
         raise ConfigError("probabilities must lie in [0, 1] and labels be 0 or 1")

@@ -55,6 +55,8 @@ def test_errors():
         PlattCalibrator().fit([0.1, 0.2], [1])
     with pytest.raises(ConfigError, match="unknown calibration method"):
         fit_calibrator("magic", [0.1, 0.2], [0, 1])
+    with pytest.raises(ConfigError, match="needs finite logits; 1 of the 4 are NaN or infinite"):
+        PlattCalibrator().fit([0.1, float("nan"), 0.3, 0.4], [1, 0, 1, 0])  # said "at least 2 finite logits, got 4"
     with pytest.raises(ConfigError, match="malformed"):
         calibrator_from_dict({"method": "platt", "params": {}})
     assert calibrator_from_dict({}).method == "identity"

@@ -84,6 +84,8 @@ def test_bad_targets():
         choose_thresholds(p, y, max_escalation=0.1, delta=0.1)
     with pytest.raises(ConfigError, match="one label per probability"):
         choose_thresholds(p, y[:5], max_error=0.1)
+    with pytest.raises(ConfigError, match="need labelled pairs to be chosen on; got none"):
+        choose_thresholds([], [], max_error=0.1)
     for bad in (0.0, 1.0, 1.5, -0.1, float("nan")):  # no band can show an error of at most 0, or of "at most 1"
         with pytest.raises(ConfigError, match=r"max_error \(--target-error\) must be strictly between 0 and 1"):
             choose_thresholds(p, y, max_error=bad)
