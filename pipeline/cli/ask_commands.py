@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from grader.llm_args import add_llm_arguments, llm_config_from_args
 from models.errors import ConfigError, DataError
 from pipeline.cli.jsonl import iter_json_lines
-from pipeline.cli.rag_options import add_rag_arguments, rag_settings
+from pipeline.cli.rag_options import add_rag_arguments, rag_config, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_rag
 from pipeline.corrective.correction import first_search
-from pipeline.corrective.loop import CorrectiveRAG, Outcome, RAGConfig
+from pipeline.corrective.loop import CorrectiveRAG, Outcome
 from pipeline.retrieval.documents import FILTER_FIELDS, Principal, check_name
 from pipeline.retrieval.index import LocalHybridIndex
 
@@ -68,7 +68,7 @@ def _rag(args: argparse.Namespace) -> CorrectiveRAG:
     settings = PipelineSettings(
         model=args.model, threads=args.threads, llm=llm_config_from_args(args), web=args.web, web_url=args.web_url,
         privacy_patterns=tuple(args.privacy_pattern) if args.privacy_pattern else None,
-        rag=RAGConfig(**rag_settings(args)))
+        rag=rag_config(rag_settings(args)))
     retriever = _store(args) if args.qdrant_url else _local_index_of(args)
     return build_rag(retriever, settings)
 

@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
+from models.errors import ConfigError
 from pipeline.corrective.state import RAGConfig
 
-__all__ = ["add_rag_arguments", "rag_settings"]
+__all__ = ["OPTION_OF", "add_rag_arguments", "rag_config", "rag_settings"]
+
+OPTION_OF = {"max_llm_calls": "--max-llm-calls", "deadline_s": "--deadline", "max_rounds": "--max-rounds",
+             "min_answer_probability": "--min-answer-p", "answer_floor": "--answer-floor",
+             "strip_relative_floor": "--strip-relative-floor", "min_query_words": "--min-query-words",
+             "access_denied_min_coverage": "--access-denied-coverage"}
 
 
 def add_rag_arguments(p: argparse.ArgumentParser, *, per: str = "question") -> None:
@@ -37,3 +44,14 @@ def rag_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"max_llm_calls": args.max_llm_calls, "deadline_s": args.deadline, "max_rounds": args.max_rounds,
             "min_answer_probability": args.min_answer_p, "answer_floor": args.answer_floor,
             "strip_relative_floor": args.strip_relative_floor, "min_query_words": args.min_query_words}
+
+
+def rag_config(settings: dict[str, Any]) -> RAGConfig:
+    """The RAGConfig of these settings; a bad value is named by the option a user typed (``--max-rounds``), not by
+    the field it sets (``max_rounds``)."""
+    try:
+        return RAGConfig(**settings)
+    except ConfigError as exc:
+        message = re.sub(r"\b(" + "|".join(OPTION_OF) + r") must\b", lambda m: f"{OPTION_OF[m.group(1)]} must",
+                         str(exc))
+        raise ConfigError(message.replace("invalid RAGConfig: ", "invalid option(s): ")) from exc

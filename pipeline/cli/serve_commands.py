@@ -26,7 +26,7 @@ from models.errors import ConfigError
 from models.output import print_json
 from models.registry import MODEL_OPTION_HELP
 from pipeline.cli.ask_commands import DEMO_TENANT
-from pipeline.cli.rag_options import add_rag_arguments, rag_settings
+from pipeline.cli.rag_options import add_rag_arguments, rag_config, rag_settings
 from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, web_provider
 from pipeline.corrective.loop import RAGConfig
 from pipeline.retrieval.index import LocalHybridIndex, Retriever
@@ -84,7 +84,7 @@ def check_serve_options(args: argparse.Namespace, settings: dict[str, Any]) -> N
     if bad:
         raise ConfigError(f"crag serve: {'; '.join(bad)}")
     service_limits(settings["limits"])
-    RAGConfig(**settings["rag"])
+    rag_config(settings["rag"])
     web_provider(settings["web"], settings["web_url"])  # a web URL without --web, a missing Tavily key
     llm = llm_config_from_args(args)
     if llm is not None:

@@ -34,6 +34,12 @@ def test_grade_reads_numeric_chunk_ids_as_text_and_names_the_line_of_a_bad_field
     assert f"{chunks}:2: Chunk.metadata must be a dict, got list" in capsys.readouterr().err
 
 
+def test_a_bad_loop_option_is_named_as_the_user_typed_it(capsys, demo_cache):
+    assert main(["ask", "--demo", "--max-rounds", "0", "--deadline", "-1", "What religion were the Normans?"]) == 2
+    err = capsys.readouterr().err  # was "invalid RAGConfig: max_rounds must be >= 1 ..."
+    assert "invalid option(s): --max-rounds must be >= 1, got 0; --deadline must be > 0 seconds, got -1.0" in err
+
+
 def test_grade_table_and_text_chunks(capsys, tmp_path):
     chunks = tmp_path / "chunks.txt"
     chunks.write_text("Normandy is a region in France.\n\nBananas are yellow.\n", encoding="utf-8")
