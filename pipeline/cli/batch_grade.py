@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_ro
 
 __all__ = ["PAIR_FIELDS", "grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
 
-
+logger = logging.getLogger(__name__)
 MAX_LINE_CHARS = 1_000_000
 PAIR_FIELDS = ("query", "text", *KEPT_COLUMNS)  # what --columns may map
 
@@ -115,6 +116,8 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
         raise
     if pending:
         flush()
+    if not count and not skipped:  # the wrong file, or an export that wrote nothing: said, not a silent success
+        logger.warning("%s holds no pairs: nothing was graded", source)
     seconds = time.perf_counter() - started
     summary: dict[str, Any] = {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
                                "pairs_per_second": round(count / seconds, 1) if seconds else None}

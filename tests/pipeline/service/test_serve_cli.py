@@ -57,6 +57,14 @@ def test_grade_file_streams_pairs_and_validates_lines(capsys, tmp_path):
     assert [json.loads(line)["id"] for line in kept] == ["p0"]  # graded before the bad line, not lost
 
 
+def test_grade_file_says_when_a_file_holds_no_pairs(capsys, caplog, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    assert main(["grade-file", str(empty), "--out", str(tmp_path / "graded.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs"] == 0
+    assert f"{empty} holds no pairs: nothing was graded" in caplog.text  # was a silent success
+
+
 def test_grade_file_reads_a_files_own_field_names(capsys, tmp_path):
     ours = tmp_path / "ours.jsonl"
     theirs = tmp_path / "theirs.jsonl"
