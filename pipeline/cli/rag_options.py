@@ -54,4 +54,6 @@ def rag_config(settings: dict[str, Any]) -> RAGConfig:
     except ConfigError as exc:
         message = re.sub(r"\b(" + "|".join(OPTION_OF) + r") must\b", lambda m: f"{OPTION_OF[m.group(1)]} must",
                          str(exc))
+        message = message.replace("--access-denied-coverage must be in (0, 1] or None",  # 0 is how a CLI says None
+                                  "--access-denied-coverage must be in [0, 1] (0: never)").replace(" or None", "")
         raise ConfigError(message.replace("invalid RAGConfig: ", "invalid option(s): ")) from exc

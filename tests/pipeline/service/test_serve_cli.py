@@ -319,7 +319,7 @@ def test_serve_takes_the_corrective_loop_options_that_ask_takes(tmp_path, monkey
     (["--grade-deadline", "0"], "--grade-deadline must be greater than 0, got 0.0"),  # was pydantic's traceback
     (["--max-chunks", "0", "--max-body-bytes", "-1"],
      "--max-chunks must be greater than or equal to 1, got 0; --max-body-bytes must be greater than or equal to 1024"),
-    (["--access-denied-coverage", "2", "--workers", "2"], "access_denied_min_coverage must be in (0, 1] or None"),
+    (["--access-denied-coverage", "2", "--workers", "2"], "--access-denied-coverage must be in [0, 1] (0: never)"),
     (["--web-url", "http://127.0.0.1:8888", "--workers", "2"], "given without a provider; pass --web searxng"),
     (["--llm-model", "m", "--workers", "2"], "no LLM endpoint: set base_url (--llm-base-url)"),  # a worker traceback
 ])
