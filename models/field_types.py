@@ -6,12 +6,16 @@ TypeError, and a bool passes for an int. Each config's ``__post_init__`` asks :f
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import fields
 from typing import Any
 
+import numpy as np
+
 __all__ = ["wrong_types"]
 
-_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+_KINDS: dict[str, tuple[type, ...]] = {"int": (numbers.Integral,), "float": (numbers.Real,), "str": (str,),
+                                       "bool": (bool, np.bool_)}  # numpy's int64 and float32 are numbers too
 _SAID = {"int": "an int", "float": "a number", "str": "a string", "bool": "True or False", "None": "None"}
 
 
@@ -25,7 +29,7 @@ def _fits(value: object, annotation: str) -> bool:
         allowed = _KINDS.get(kind)
         if allowed is None:  # a type this check does not read (a dict, a policy object): not its business
             return True
-        if isinstance(value, allowed) and (kind == "bool" or not isinstance(value, bool)):
+        if isinstance(value, allowed) and (kind == "bool" or not isinstance(value, (bool, np.bool_))):
             return True
     return False
 

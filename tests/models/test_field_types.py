@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from models.field_types import wrong_types
 
 
@@ -20,6 +22,7 @@ class Example:
 def test_values_of_their_types_pass_and_an_int_is_a_number():
     assert wrong_types(Example()) == []
     assert wrong_types(Example(share=1, floor=0, label="y", extra={"any": "thing"})) == []
+    assert wrong_types(Example(count=np.int64(3), share=np.float32(0.5), flag=np.bool_(True))) == []  # computed
 
 
 def test_each_wrong_value_is_named_with_what_it_should_be():
