@@ -27,7 +27,8 @@ from pipeline.cli.csv_pairs import is_delimited, iter_csv_rows
 from pipeline.cli.jsonl import iter_json_lines
 from pipeline.cli.parquet_pairs import KEPT_COLUMNS, is_parquet, iter_parquet_rows, open_graded_output
 
-__all__ = ["PAIR_FIELDS", "grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file"]
+__all__ = ["PAIR_FIELDS", "grade_stream", "graded_lines", "kept_fields", "pair_problem", "register_grade_file",
+           "warn_if_empty"]
 
 logger = logging.getLogger(__name__)
 MAX_LINE_CHARS = 1_000_000
@@ -84,6 +85,13 @@ def _pairs(path: Path, skipped: list[tuple[int, str]] | None, max_line_chars: in
         yield number, record["query"], record["text"], kept_fields(number, record)
 
 
+def warn_if_empty(source: object, graded: int, skipped: list[Any] | None) -> None:
+    """Say when a pair file gave nothing to grade (the wrong file, or an export that wrote nothing), rather than
+    report a silent success with ``pairs: 0``."""
+    if not graded and not skipped:
+        logger.warning("%s holds no pairs: nothing was graded", source)
+
+
 def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, block: int = 256,
                  skip_errors: bool = False, max_line_chars: int = MAX_LINE_CHARS,
                  columns: dict[str, str] | None = None) -> dict[str, Any]:
@@ -116,8 +124,7 @@ def grade_stream(grader: CrossEncoderGrader, source: Path, out: IO[str], *, bloc
         raise
     if pending:
         flush()
-    if not count and not skipped:  # the wrong file, or an export that wrote nothing: said, not a silent success
-        logger.warning("%s holds no pairs: nothing was graded", source)
+    warn_if_empty(source, count, skipped)
     seconds = time.perf_counter() - started
     summary: dict[str, Any] = {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
                                "pairs_per_second": round(count / seconds, 1) if seconds else None}

@@ -23,7 +23,7 @@ from grader.factory import load_cross_encoder
 from models.columns import renamed
 from models.deps import require
 from models.errors import ConfigError, DataError
-from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem
+from pipeline.cli.batch_grade import graded_lines, kept_fields, pair_problem, warn_if_empty
 from pipeline.cli.parquet_pairs import is_parquet, open_graded_output, parquet_pieces, read_piece
 
 __all__ = ["grade_with_ray"]
@@ -124,6 +124,7 @@ def grade_with_ray(source: str, out: str, *, address: str | None, model: str = "
                 count += 1
                 uncertain += kind == "uncertain"
     publish()
+    warn_if_empty(source, count, skipped)
     seconds = time.perf_counter() - started
     summary: dict[str, Any] = {"pairs": count, "uncertain": uncertain, "seconds": round(seconds, 3),
                                "pairs_per_second": round(count / seconds, 1) if seconds else None,

@@ -90,6 +90,14 @@ def test_bad_lines_stop_the_ray_job_or_are_reported(runtime, tmp_path, capsys):
     assert summary["pairs"] == 40 and summary["skipped"] == 1 and summary["skipped_lines"][0]["line"] == 23
 
 
+def test_ray_grading_says_when_a_file_holds_no_pairs_as_the_local_command_does(runtime, tmp_path, capsys, caplog):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    assert main(["grade-file", str(empty), "--out", str(tmp_path / "out.jsonl"), "--ray"]) == 0
+    assert _summary(capsys)["pairs"] == 0
+    assert f"{empty} holds no pairs: nothing was graded" in caplog.text
+
+
 def test_ray_grading_reads_a_files_own_field_names(runtime, tmp_path, capsys):
     pairs = _pairs_file(tmp_path / "pairs.jsonl")
     theirs = tmp_path / "theirs.jsonl"
