@@ -293,8 +293,14 @@ class CrossEncoderGrader:
 
     def grade_many(self, requests: Sequence[tuple[str, Sequence[Chunk | str]]]) -> list[list[Grade]]:
         """Grades for several (query, chunks) requests scored together (the service's micro-batches)."""
+        if isinstance(requests, (str, tuple)):  # one (query, chunks) request alone: its query's letters would unpack
+            raise ConfigError("grade_many takes a list of (query, chunks) requests; for one request, use grade(query, "
+                              "chunks) or wrap it in a list")
         prepared = []
-        for query, chunks in requests:
+        for position, request in enumerate(requests):
+            if not (isinstance(request, (tuple, list)) and len(request) == 2):
+                raise ConfigError(f"request {position} must be a (query, chunks) pair, got {request!r:.80}")
+            query, chunks = request
             query = validate_query(query)
             if isinstance(chunks, str | Chunk):
                 raise ConfigError("chunks must be a list of str or Chunk, not a single chunk; wrap it in a list")

@@ -152,6 +152,11 @@ def test_bad_chunks(grader):
         grader.grade(QUERY, RELEVANT)
     with pytest.raises(ConfigError, match="must be a str or Chunk"):
         grader.grade(QUERY, [RELEVANT, 5])
+    with pytest.raises(ConfigError, match=r"grade_many takes a list of \(query, chunks\) requests"):
+        grader.grade_many((QUERY, [RELEVANT]))  # was "too many values to unpack"
+    with pytest.raises(ConfigError, match=r"request 1 must be a \(query, chunks\) pair"):
+        grader.grade_many([(QUERY, [RELEVANT]), QUERY])
+    assert len(grader.grade_many([(QUERY, [RELEVANT]), [QUERY, [RELEVANT, RELEVANT]]])[1]) == 2
 
 
 def test_factory_errors(tmp_path):
