@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from models.errors import ConfigError, CragError, DataError
-from pipeline.retrieval.documents import Principal, check_name
+from pipeline.retrieval.documents import Principal, check_name, check_roles
 
 __all__ = ["ApiKey", "KeyStore", "KeyStoreUnavailable"]
 
@@ -128,10 +128,14 @@ class KeyStore:
     def create(self, tenant: str, *, roles: frozenset[str] = frozenset(), rate_per_minute: int | None = None,
                label: str = "", writer: bool = False) -> str:
         check_name("tenant", tenant)
-        for role in roles:
-            check_name("role", role)
-        if rate_per_minute is not None and rate_per_minute < 1:
-            raise ConfigError(f"rate_per_minute must be >= 1, got {rate_per_minute}")
+        roles = check_roles(roles)  # "admin" alone would be stored as the roles a, d, i, m, n
+        if rate_per_minute is not None and (isinstance(rate_per_minute, bool) or not isinstance(rate_per_minute, int)
+                                            or rate_per_minute < 1):
+            raise ConfigError(f"rate_per_minute must be an int >= 1 or None, got {rate_per_minute!r}")
+        if not isinstance(writer, bool):  # a truthy "no" would grant writes, and the store would no longer load
+            raise ConfigError(f"writer must be True or False, got {writer!r}")
+        if not isinstance(label, str):
+            raise ConfigError(f"label must be a string, got {type(label).__name__} {label!r:.80}")
         key_id = secrets.token_hex(6)
         token = f"crag_{key_id}_{secrets.token_urlsafe(32)}"
         record = ApiKey(key_id=key_id, sha256=_digest(token), tenant=tenant, roles=roles,

@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from models.errors import ConfigError
 from pipeline.cli.main import main
 from pipeline.retrieval.documents import read_document
 from pipeline.service.keys import KeyStore
@@ -278,6 +279,18 @@ def test_parallel_key_creates_lose_nothing_and_revocations_stay(tmp_path):
     final = KeyStore.open(store).keys
     assert len(final) == 13 and final[created[0]].revoked
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+
+
+def test_a_key_made_through_the_library_is_checked_and_never_breaks_the_store(tmp_path):
+    store = KeyStore.open(tmp_path / "keys.json", create=True)
+    store.create("acme", roles=frozenset({"support"}))
+    for fields, said in (({"roles": "admin"}, "not one string"),  # was stored as the roles a, d, i, m, n
+                         ({"writer": "yes"}, "writer must be True or False"),  # was written, and then no read of the
+                         ({"rate_per_minute": "10"}, "rate_per_minute must be an int >= 1"),  # store succeeded
+                         ({"label": 5}, "label must be a string")):
+        with pytest.raises(ConfigError, match=said):
+            store.create("acme", **fields)
+    assert [k.roles for k in KeyStore.open(tmp_path / "keys.json").keys.values()] == [frozenset({"support"})]
 
 
 @pytest.mark.parametrize("tenant", ["", "../x y", "_hidden", "a" * 65])
