@@ -31,6 +31,8 @@ def evaluate_grader(grader: CrossEncoderGrader, data: PairSet, *, batch_size: in
     are counted in ``rule_decided``; the model scores the rest. ``group_by`` (a metadata field such as
     ``domain``) adds ``per_group``: the same metrics for each group's pairs.
     """
+    if not isinstance(data, PairSet):
+        raise ConfigError(f"data must be a PairSet (training.data.load_pairs(path)), got {type(data).__name__}")
     if not data.pairs:
         raise ConfigError("nothing to evaluate: the data has no labelled pairs")
     groups = groups_of(data.pairs, group_by)  # a misspelt field fails before the scoring

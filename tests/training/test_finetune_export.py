@@ -142,6 +142,8 @@ def test_training_never_overwrites_a_bundle_or_other_files(tiny_torch_bundle, sq
 
 
 def test_evaluate_report_and_plots(tiny_onnx_bundle, squad_pairs_file, tmp_path):
+    with pytest.raises(ConfigError, match=r"data must be a PairSet \(training.data.load_pairs\(path\)\), got list"):
+        evaluate_bundle(tiny_onnx_bundle, [("q", "t", 1)])  # was an AttributeError: 'list' ... 'pairs'
     report = evaluate_bundle(tiny_onnx_bundle, load_pairs(squad_pairs_file))
     assert set(report) >= REPORT_KEYS
     assert report["n"] == 90 and 0 <= report["auroc"] <= 1
