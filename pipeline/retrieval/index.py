@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -125,6 +126,13 @@ class LocalHybridIndex:
     index that has them keeps them up to date whatever later writers pass."""
 
     def __init__(self, root: str | Path, embedder: Embedder | None = None, *, strip_vectors: bool = False) -> None:
+        if not isinstance(root, (str, os.PathLike)):
+            raise ConfigError(f"root must be the index folder's path, got {type(root).__name__}: {root!r:.80}")
+        if embedder is not None and not (callable(getattr(embedder, "embed", None)) and hasattr(embedder, "name")):
+            raise ConfigError(f"embedder must have a name and embed(texts) (the Embedder protocol), got "
+                              f"{type(embedder).__name__}: {embedder!r:.80}")
+        if not isinstance(strip_vectors, bool):
+            raise ConfigError(f"strip_vectors must be True or False, got {strip_vectors!r}")
         self.root = Path(root)
         self.strip_vectors = strip_vectors
         self.path = self.root / DB_NAME

@@ -267,6 +267,14 @@ def test_searching_an_index_that_does_not_exist_says_so_once(tmp_path, caplog):
         LocalHybridIndex.open_existing(tmp_path / "typo")
 
 
+def test_an_index_refuses_a_path_embedder_or_flag_of_the_wrong_kind_when_it_is_made(tmp_path):
+    for args, kwargs, said in (((None,), {}, "root must be the index folder's path, got NoneType"),
+                               ((tmp_path / "idx", "minilm"), {}, "embedder must have a name and embed"),
+                               ((tmp_path / "idx",), {"strip_vectors": "yes"}, "strip_vectors must be True or False")):
+        with pytest.raises(ConfigError, match=said):  # "minilm" failed only at the first write or search
+            LocalHybridIndex(*args, **kwargs)
+
+
 def test_ingest_takes_one_path_alone_as_that_path_and_refuses_a_missing_index(tmp_path, monkeypatch):
     docs = tmp_path / "docs"
     docs.mkdir()
