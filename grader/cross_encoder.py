@@ -293,7 +293,8 @@ class CrossEncoderGrader:
 
     def grade_many(self, requests: Sequence[tuple[str, Sequence[Chunk | str]]]) -> list[list[Grade]]:
         """Grades for several (query, chunks) requests scored together (the service's micro-batches)."""
-        if isinstance(requests, (str, tuple)):  # one (query, chunks) request alone: its query's letters would unpack
+        if isinstance(requests, str) or (isinstance(requests, tuple) and len(requests) == 2
+                                         and isinstance(requests[0], str)):  # one request alone: its query's letters
             raise ConfigError("grade_many takes a list of (query, chunks) requests; for one request, use grade(query, "
                               "chunks) or wrap it in a list")
         prepared = []

@@ -157,6 +157,7 @@ def test_bad_chunks(grader):
     with pytest.raises(ConfigError, match=r"request 1 must be a \(query, chunks\) pair"):
         grader.grade_many([(QUERY, [RELEVANT]), QUERY])
     assert len(grader.grade_many([(QUERY, [RELEVANT]), [QUERY, [RELEVANT, RELEVANT]]])[1]) == 2
+    assert [len(g) for g in grader.grade_many(((QUERY, [RELEVANT]), (QUERY, [RELEVANT])))] == [1, 1]  # requests: fine
 
 
 def test_factory_errors(tmp_path):
