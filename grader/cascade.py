@@ -22,7 +22,7 @@ from grader.cross_encoder import CrossEncoderGrader
 from grader.llm import LLMFailure, LLMGrader, LLMJudgement
 from grader.llm_prompts import PROMPT_VERSION
 from grader.policy import ThresholdPolicy
-from grader.protocol import PolicyGrader
+from grader.protocol import PolicyGrader, check_grader
 from grader.thresholds import ThresholdChoice, choose_thresholds
 from models.errors import ConfigError
 from models.field_types import wrong_types
@@ -101,8 +101,7 @@ class CascadeGrader:
         budget: Budget | None = None,
         escalation_log: str | Path | None = None,
     ) -> None:
-        if not callable(getattr(primary, "grade", None)):
-            raise ConfigError(f"primary must be a grader (load_grader(...)), got {type(primary).__name__}")
+        check_grader(primary, "primary")
         if escalate_to is not None and not callable(getattr(escalate_to, "judge", None)):
             raise ConfigError(f"escalate_to must be an LLMGrader (or None: the band is flagged, not judged), got "
                               f"{type(escalate_to).__name__}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from grader.policy import ThresholdPolicy
+from models.errors import ConfigError
 from models.types import Chunk, Grade
 
-__all__ = ["Grader", "PolicyGrader"]
+__all__ = ["Grader", "PolicyGrader", "check_grader"]
 
 
 @runtime_checkable
@@ -24,3 +25,12 @@ class PolicyGrader(Grader, Protocol):
 
     @property
     def policy(self) -> ThresholdPolicy: ...
+
+
+def check_grader(grader: Any, what: str = "grader") -> Any:
+    """``grader`` when it can grade (the small model, a CascadeGrader, your own Grader); else a ConfigError naming
+    ``what`` when the part that needs it is made, not an AttributeError at the first chunks graded."""
+    if not callable(getattr(grader, "grade", None)):
+        raise ConfigError(f"{what} must be a crag-grader Grader (load_grader('default') or a CascadeGrader), got "
+                          f"{type(grader).__name__}: {grader!r:.80}")
+    return grader

@@ -14,8 +14,8 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from grader.integrations.sorting import check_grader, check_items, grade_metadata, sort_by_grade
-from grader.protocol import Grader
+from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade
+from grader.protocol import Grader, check_grader
 from models.deps import require
 
 haystack = require("haystack", "haystack")  # a runtime value to mypy: hence name-defined is off above

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.cascade import CascadeGrader
-from grader.integrations.sorting import check_grader, check_items, grade_metadata, sort_by_grade, web_search_flag
+from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade, web_search_flag
 from grader.llm_config import LLMFailure, LLMJudgement
 from grader.llm_prompts import YES_NO_SYSTEM_PROMPT, yes_no_message
-from grader.protocol import Grader, PolicyGrader
+from grader.protocol import Grader, PolicyGrader, check_grader
 from models.deps import require
 from models.errors import ConfigError
 from models.types import Verdict

@@ -13,7 +13,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from grader.integrations.sorting import check_grader, check_items, grade_metadata, sort_by_grade
+from grader.integrations.sorting import check_items, grade_metadata, sort_by_grade
+from grader.protocol import check_grader
 from models.deps import require
 from models.types import Decision
 

@@ -11,7 +11,7 @@ from grader.protocol import Grader
 from models.errors import ConfigError
 from models.types import Chunk, Decision, Grade, Verdict
 
-__all__ = ["Sorted", "check_grader", "check_items", "grade_metadata", "sort_by_grade", "web_search_flag"]
+__all__ = ["Sorted", "check_items", "grade_metadata", "sort_by_grade", "web_search_flag"]
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,6 @@ class Sorted:
     def kept(self, keep_uncertain: bool) -> list[int]:
         """Positions to pass on, in input order."""
         return sorted(self.relevant + (self.uncertain if keep_uncertain else []))
-
-
-def check_grader(grader: Any) -> Any:
-    """``grader`` when it can grade (the small model, a CascadeGrader, your own Grader); else a ConfigError when the
-    adapter is made, not an AttributeError at the first documents graded."""
-    if not callable(getattr(grader, "grade", None)):
-        raise ConfigError(f"grader must be a crag-grader Grader (load_grader('default') or a CascadeGrader), got "
-                          f"{type(grader).__name__}: {grader!r:.80}")
-    return grader
 
 
 def check_items(items: Sequence[Any], what: str, ok: Callable[[Any], bool]) -> None:

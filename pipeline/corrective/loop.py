@@ -18,7 +18,7 @@ from typing import Any
 
 from grader.cascade import llm_outage
 from grader.policy import ThresholdPolicy, decide
-from grader.protocol import Grader
+from grader.protocol import Grader, check_grader
 from models.errors import ConfigError, LLMError
 from models.tracing import span
 from models.types import Chunk, Decision, Grade, Verdict, is_blank
@@ -59,8 +59,7 @@ def _check_parts(retriever: object, grader: object, policy: object, config: obje
         raise ConfigError(f"retriever must have search() and hidden_matches() (the Retriever protocol; "
                           f"LocalHybridIndex, QdrantRetriever), got {type(retriever).__name__} without "
                           f"{' and '.join(missing)}()")
-    if not callable(getattr(grader, "grade", None)):
-        raise ConfigError(f"grader must be a grader (load_grader(...) or a CascadeGrader), got {type(grader).__name__}")
+    check_grader(grader)
     for name, value, kind in (("policy", policy, ThresholdPolicy), ("config", config, RAGConfig),
                               ("privacy", privacy, PrivacyGuard)):
         if value is not None and not isinstance(value, kind):

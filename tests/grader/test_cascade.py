@@ -90,7 +90,7 @@ def test_no_llm_flags_band(primary):
 
 
 def test_bad_parts_are_refused_when_the_cascade_is_made(primary, tmp_path):
-    for kwargs, said in (({"primary": None}, "primary must be a grader"),
+    for kwargs, said in (({"primary": None}, "primary must be a crag-grader Grader"),
                          ({"primary": primary, "escalate_to": "gpt-4o-mini"}, "escalate_to must be an LLMGrader"),
                          ({"primary": primary, "policy": {"lower": 0.1, "upper": 0.9}}, "needs a ThresholdPolicy"),
                          ({"primary": primary, "budget": 4}, "budget must be a Budget"),

@@ -82,7 +82,7 @@ def test_the_pipeline_refuses_parts_that_would_fail_in_the_middle_of_a_question(
 
     for args, kwargs, said in (((None, grader), {}, "retriever must have search"),
                                ((SearchOnly(), grader), {}, "got SearchOnly without hidden_matches"),
-                               ((index, None), {}, "grader must be a grader"),
+                               ((index, None), {}, "grader must be a crag-grader Grader"),
                                ((index, grader), {"config": {"k": 3}}, "config must be a RAGConfig"),
                                ((index, grader), {"policy": (0.1, 0.9)}, "policy must be a ThresholdPolicy")):
         with pytest.raises(ConfigError, match=said):
