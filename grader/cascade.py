@@ -25,7 +25,7 @@ from grader.policy import ThresholdPolicy
 from grader.protocol import PolicyGrader, check_grader
 from grader.thresholds import ThresholdChoice, choose_thresholds
 from models.errors import ConfigError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 from models.tracing import span
 from models.types import Chunk, Grade, as_chunk
 
@@ -51,9 +51,7 @@ class Budget:
     max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
-        wrong = wrong_types(self)
-        if wrong:
-            raise ConfigError(f"invalid Budget: {'; '.join(wrong)}")
+        check_field_types(self)
         for name in ("max_llm_calls", "deadline_s", "max_cost_usd"):
             value = getattr(self, name)
             if value is not None and value < 0:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from grader.resilience import RetryPolicy, check_http_url
 from models.errors import ConfigError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 from models.types import Verdict
 
 __all__ = ["LOCAL_SERVER_EXAMPLE", "MODES", "LLMConfig", "LLMFailure", "LLMJudgement", "Mode"]
@@ -42,9 +42,7 @@ class LLMConfig:
     breaker_reset_s: float = 30.0
 
     def __post_init__(self) -> None:
-        wrong = wrong_types(self)
-        if wrong:  # timeout_s="30" from a config file: named, not a TypeError from a comparison
-            raise ConfigError(f"invalid LLMConfig: {'; '.join(wrong)}")
+        check_field_types(self)
         if self.mode not in MODES:
             raise ConfigError(f"unknown LLM mode {self.mode!r}; choose one of {list(MODES)}")
         for name in ("chunks_per_call", "concurrency", "max_tokens", "breaker_failures"):

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from models.errors import ConfigError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 
 __all__ = ["CircuitBreaker", "RetryPolicy", "check_http_url"]
 
@@ -23,9 +23,7 @@ class RetryPolicy:
     jitter: float = 0.25
 
     def __post_init__(self) -> None:
-        wrong = wrong_types(self)
-        if wrong:
-            raise ConfigError(f"invalid RetryPolicy: {'; '.join(wrong)}")
+        check_field_types(self)
         if self.attempts < 1 or self.base_s < 0 or self.cap_s < 0 or not 0 <= self.jitter <= 1:
             raise ConfigError(f"invalid RetryPolicy {self}: attempts >= 1, base_s/cap_s >= 0, jitter in [0, 1]")
 

@@ -1,7 +1,7 @@
 """Whether a config dataclass's fields hold values of their annotated types, named when they do not.
 
 A number from a form or a config file arrives as text ("8", "2e-5"); compared with a bound it raises a bare
-TypeError, and a bool passes for an int. Each config's ``__post_init__`` asks :func:`wrong_types` first.
+TypeError, and a bool passes for an int. Each config's ``__post_init__`` calls :func:`check_field_types` first.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["wrong_types"]
+from models.errors import ConfigError
+
+__all__ = ["check_field_types", "wrong_types"]
 
 _KINDS: dict[str, tuple[type, ...]] = {"int": (numbers.Integral,), "float": (numbers.Real,), "str": (str,),
                                        "bool": (bool, np.bool_)}  # numpy's int64 and float32 are numbers too
@@ -46,3 +48,11 @@ def wrong_types(config: Any) -> list[str]:
             wanted = " or ".join(_SAID.get(part.strip(), part.strip()) for part in annotation.split("|"))
             out.append(f"{f.name} must be {wanted}, got {type(value).__name__} {value!r:.80}")
     return out
+
+
+def check_field_types(config: Any) -> None:
+    """A ConfigError naming every field of ``config`` whose value is of the wrong type (:func:`wrong_types`), as
+    ``invalid <its class>: ...``, before any of its bounds is compared."""
+    wrong = wrong_types(config)
+    if wrong:  # learning_rate="2e-5" or k="8" from a config file: named, not a TypeError from a comparison
+        raise ConfigError(f"invalid {type(config).__name__}: {'; '.join(wrong)}")

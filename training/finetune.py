@@ -35,7 +35,7 @@ from grader.thresholds import check_targets, choose_thresholds, learn_then_test,
 from models.bundle import write_manifest
 from models.deps import require
 from models.errors import ConfigError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 from models.types import Verdict
 from training.base_models import resolve_base
 from training.data import LabelledPair, PairSet, model_decided, write_pairs
@@ -128,9 +128,7 @@ class TrainConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        wrong = wrong_types(self)
-        if wrong:  # learning_rate="2e-5" from a config file: named, not a TypeError from a comparison
-            raise ConfigError(f"TrainConfig: {'; '.join(wrong)}")
+        check_field_types(self)
         checks = [
             (16 <= self.max_length <= 8192, "max_length must be in [16, 8192]"),
             (self.epochs > 0, "epochs must be > 0"),

@@ -26,7 +26,7 @@ from typing import Any
 
 from grader.thresholds import check_targets
 from models.errors import ConfigError, DataError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
 from training.data import LabelledPair, PairSet, group_by_query, load_pairs, model_decided, write_pairs
@@ -86,7 +86,8 @@ class RecipeConfig:
 
     def __post_init__(self) -> None:
         """Refuse a bad knob now, not after the data is prepared (minutes in) when training reads it."""
-        bad = wrong_types(self) or [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
+        check_field_types(self)
+        bad = [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
             (self.max_minutes >= 0, "max_minutes", ">= 0 (0: no bound)"),
             (self.max_steps >= 0, "max_steps", ">= 0 (0: no bound)"),
             (self.layers >= 0, "layers", ">= 0 (0: all)"),

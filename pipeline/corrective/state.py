@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 from models.errors import ConfigError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 from pipeline.corrective.outcomes import Trace
 
 __all__ = ["RAGConfig", "RunState"]
@@ -40,9 +40,7 @@ class RAGConfig:
     access_denied_min_coverage: float | None = 0.6
 
     def __post_init__(self) -> None:
-        wrong = wrong_types(self)
-        if wrong:  # "8" from a form or a config file: said by name, not a TypeError from a comparison
-            raise ConfigError(f"invalid RAGConfig: {'; '.join(wrong)}")
+        check_field_types(self)
 
         def unit(value: float | None, *, none_ok: bool = True) -> bool:
             return (value is None and none_ok) or (value is not None and 0 <= value <= 1)

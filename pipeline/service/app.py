@@ -31,7 +31,7 @@ from grader.load_rewrites import rewrites_in_use
 from grader.policy import decide
 from models.deps import require
 from models.errors import ConfigError, CragError
-from models.field_types import wrong_types
+from models.field_types import check_field_types
 from models.tracing import span
 from models.types import Chunk, Grade
 from pipeline.corrective.assembly import PipelineSettings, build_rag
@@ -82,7 +82,8 @@ class ServiceConfig:
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"ServiceConfig.{name} must be a {kind.__name__}, got "
                                   f"{type(getattr(self, name)).__name__}")
-        bad = wrong_types(self) or [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
+        check_field_types(self)
+        bad = [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
             (self.micro_batch_wait_ms >= 0, "micro_batch_wait_ms", ">= 0"),
             (self.micro_batch_max_pairs >= 1, "micro_batch_max_pairs", ">= 1"),
             (self.request_timeout_s > 0, "request_timeout_s", "> 0"), (self.llm_threads >= 1, "llm_threads", ">= 1"),

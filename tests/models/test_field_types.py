@@ -4,8 +4,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pytest
 
-from models.field_types import wrong_types
+from models import ConfigError
+from models.field_types import check_field_types, wrong_types
 
 
 @dataclass
@@ -33,3 +35,10 @@ def test_each_wrong_value_is_named_with_what_it_should_be():
     assert wrong_types(Example(count=True, share=False)) == [  # a bool is never a count or a share
         "count must be an int, got bool True", "share must be a number, got bool False"]
     assert wrong_types(Example(count=None)) == ["count must be an int, got NoneType None"]
+
+
+def test_the_check_names_the_class_and_every_wrong_field_at_once():
+    check_field_types(Example())
+    with pytest.raises(ConfigError, match=r"^invalid Example: count must be an int, got str '8'; flag must be True or "
+                                          r"False, got int 1$"):
+        check_field_types(Example(count="8", flag=1))
