@@ -182,13 +182,17 @@ def _focus(query: str) -> tuple[str, list[str]]:
     return focus, (_told(query, focus) if focus != query else [])
 
 
+def _searched(query: str, focus: str, told: list[str]) -> str:
+    """What the first search looks for, from :func:`_focus`'s parts: the query, or its question and told ids."""
+    return query if focus == query else " ".join([focus, *told])
+
+
 def first_search(query: str) -> str:
     """What the first search looks for: the query itself, or for a long message its question (:func:`question_of`)
     with the identifiers told elsewhere in the message. 150 words told around a question drown its words in both
     the lexical and the dense search (recall@8 3-5% against ~0.9 for the question in
     ``bench/bench_index_recall.py --story-words``); the grader still reads the whole message."""
-    focus, told = _focus(query)
-    return query if focus == query else " ".join([focus, *told])
+    return _searched(query, *_focus(query))
 
 
 def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
@@ -205,7 +209,7 @@ def rewrite_query(query: str, missing: Sequence[str] = ()) -> str:
     for word in [*words, *missing, *told]:
         if word.strip() and word.lower() not in (k.lower() for k in kept):
             kept.append(word.strip())
-    searched = query if focus == query else " ".join([focus, *told])  # what first_search(query) looks for
+    searched = _searched(query, focus, told)  # what first_search(query) looks for
     if not any(len(w) >= 3 for w in words):
         return searched
     return keep_identifiers(searched, " ".join(kept))
