@@ -57,9 +57,8 @@ from pipeline.retrieval.xlsx_text import xlsx_to_text
 
 __all__ = ["ACCESS_DENIED_MIN_COVERAGE", "AUTHORITY_RANGE", "FILTER_FIELDS", "NAME_RULE", "STATUSES", "Principal",
            "StoredChunk", "check_access_fields", "check_encoding", "check_hidden", "check_name", "check_page",
-           "check_principal", "check_roles", "check_search",
-           "chunk_text", "chunks_to_write", "is_record_metadata", "read_document", "read_document_as",
-           "reveals_access_denied", "term_coverage"]
+           "check_principal", "check_roles", "check_search", "chunk_text", "chunks_to_write", "is_record_metadata",
+           "read_document", "read_document_as", "reveals_access_denied", "term_coverage"]
 
 logger = logging.getLogger(__name__)
 
