@@ -45,7 +45,7 @@ def squad_pairs(
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise DataError(f"{path}: expected SQuAD JSON with a top-level 'data' list")
     rng = random.Random(seed)
-    articles = [(a["title"], [p["context"] for p in a["paragraphs"]], a["paragraphs"]) for a in data["data"]]
+    articles = [_squad_article(path, index, a) for index, a in enumerate(data["data"])]
     pairs: list[LabelledPair] = []
     for a_index, (title, contexts, paragraphs) in enumerate(articles):
         others = [i for i in range(len(articles)) if i != a_index]
@@ -55,7 +55,7 @@ def squad_pairs(
                 if not question:
                     continue
                 impossible = bool(qa.get("is_impossible"))
-                base = {"query": question, "query_id": qa["id"], "source": title}
+                base = {"query": question, "query_id": str(qa["id"]), "source": title}
                 pairs.append(
                     LabelledPair(
                         **base,
@@ -88,7 +88,32 @@ def squad_pairs(
                             metadata={"dataset": "squad2", "kind": "other_article"},
                         )
                     )
+    if not pairs:
+        raise DataError(f"{path}: no SQuAD questions could be read ({len(articles)} article(s), none with a "
+                        "question): nothing converted")
     return pairs
+
+
+def _squad_article(path: Path, index: int, article: Any) -> tuple[str, list[str], list[dict[str, Any]]]:
+    """(title, paragraph texts, paragraphs) of one SQuAD article, after checking the fields the converter reads;
+    a DataError names the first one missing or of the wrong type."""
+    where = f"{path}: data[{index}]"
+    if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
+        raise DataError(f"{where} is not a SQuAD article: expected an object with a 'paragraphs' list")
+    title = article.get("title", f"article {index}")
+    if not isinstance(title, str):
+        raise DataError(f"{where}.title must be text, got {title!r:.80}")
+    for p_index, paragraph in enumerate(article["paragraphs"]):
+        if not (isinstance(paragraph, dict) and isinstance(paragraph.get("context"), str)
+                and isinstance(paragraph.get("qas"), list)):
+            raise DataError(f"{where}.paragraphs[{p_index}] must be an object with a 'context' text and a "
+                            "'qas' list")
+        for q_index, qa in enumerate(paragraph["qas"]):
+            if not (isinstance(qa, dict) and isinstance(qa.get("question"), str)
+                    and isinstance(qa.get("id"), (str, int)) and not isinstance(qa.get("id"), bool)):
+                raise DataError(f"{where}.paragraphs[{p_index}].qas[{q_index}] must be an object with a "
+                                "'question' text and an 'id'")
+    return title, [p["context"] for p in article["paragraphs"]], article["paragraphs"]
 
 
 def wikiqa_pairs(path: str | Path) -> list[LabelledPair]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from models.deps import require
 from models.errors import ConfigError
+from models.text_batches import text_list
 from models.types import Verdict
 from training.data import LabelledPair, group_by_query
 
@@ -23,8 +24,11 @@ MINING_METHODS = ("bm25", "biencoder")
 
 def _bm25_scores(queries: list[str], corpus: list[str]) -> np.ndarray:
     bm25s = require("bm25s", "train")
+    indexed = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
+    if not indexed.vocab:  # a corpus of stop words only: no text can score (bm25s would fail on it)
+        return np.zeros((len(queries), len(corpus)))
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
+    retriever.index(indexed, show_progress=False)
     tokenized = bm25s.tokenize(queries, stopwords="en", show_progress=False, return_ids=False)
     # a query of stop words only has no tokens: it matches nothing (bm25s would fail on it)
     return np.vstack([retriever.get_scores(tokens) if tokens else np.zeros(len(corpus)) for tokens in tokenized])
@@ -55,6 +59,11 @@ def mine_hard_negatives(
         raise ConfigError(f"margin must be in (0, 1], got {margin}")
     if per_query < 1:
         raise ConfigError(f"per_query must be >= 1, got {per_query}")
+    if corpus is not None:
+        corpus = [text for text in text_list(corpus, "corpus") if text.strip()]
+        if not corpus:
+            raise ConfigError("the corpus to mine from holds no text: give passages (one per line in --corpus), "
+                              "or leave it out to mine from the texts of the pairs")
     by_query = group_by_query(pairs)
     targets = [
         qid for qid, group in by_query.items()

@@ -30,6 +30,16 @@ def test_squad_converter_errors(tmp_path):
     (tmp_path / "y.json").write_text("{", encoding="utf-8")
     with pytest.raises(DataError, match="not a readable SQuAD"):
         squad_pairs(tmp_path / "y.json")
+    (tmp_path / "empty.json").write_text('{"data": []}', encoding="utf-8")
+    with pytest.raises(DataError, match="no SQuAD questions could be read"):
+        squad_pairs(tmp_path / "empty.json")
+    (tmp_path / "z.json").write_text('{"data": [{"title": "t"}]}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"data\[0\] is not a SQuAD article"):
+        squad_pairs(tmp_path / "z.json")
+    (tmp_path / "q.json").write_text('{"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": '
+                                     '[{"id": "1", "question": "q?"}, {"question": "no id?"}]}]}]}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[1\] must be an object"):
+        squad_pairs(tmp_path / "q.json")
 
 
 def test_wikiqa_converter_groups_by_text_and_skips_broken_rows(fixtures):
@@ -88,3 +98,9 @@ def test_bm25_mining_respects_margin_and_known_pairs():
         mine_hard_negatives([pos], margin=0)
     with pytest.raises(ConfigError, match="unknown mining method"):
         mine_hard_negatives([pos], method="dense")
+    with pytest.raises(ConfigError, match="holds no text"):
+        mine_hard_negatives([pos], corpus=["", "  "])
+    with pytest.raises(ConfigError, match="list of texts"):
+        mine_hard_negatives([pos], corpus="one passage")
+    # a corpus of stop words only cannot score: nothing mined, no failure inside BM25
+    assert mine_hard_negatives([pos], corpus=["the and of", "is a"]) == []
