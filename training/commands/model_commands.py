@@ -34,7 +34,8 @@ def _train(args: argparse.Namespace) -> int:
     target_error, target_escalation = targets_of(args)
     config = TrainConfig(
         base=args.base, init=args.init, max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
-        learning_rate=args.lr or (INIT_LR if args.init else BASE_LR), seed=args.seed, max_minutes=args.max_minutes,
+        learning_rate=(INIT_LR if args.init else BASE_LR) if args.lr is None else args.lr, seed=args.seed,
+        max_minutes=args.max_minutes,
         patience=args.patience, eval_every=args.eval_every, freeze_layers=args.freeze_layers,
         max_steps=args.max_steps, threads=args.threads, device=args.device, calibration=args.calibration,
         target_error=target_error, target_escalation=target_escalation, delta=args.delta,

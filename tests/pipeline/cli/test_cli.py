@@ -482,6 +482,7 @@ def test_eval_pipeline_reports_and_validates_the_golden_set(capsys, tmp_path, de
     ("adapt", ["--delta", "1"], "delta (--delta) must be strictly between 0 and 1, got 1.0"),
     ("fuse", ["--target-error", "1"], "got 1.0"),
     ("train", ["--delta", "0", "--target-error", "0.05"], "delta (--delta) must be strictly between 0 and 1"),
+    ("train", ["--lr", "0"], "learning_rate must be in (0, 1); got learning_rate=0.0"),  # used to train at 4e-5
 ])
 def test_a_target_out_of_range_is_refused_by_name_and_nothing_is_written(capsys, tmp_path, squad_pairs_file,
                                                                          command, target, named):
