@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from models.deps import require
+from models.errors import ConfigError
 
-__all__ = ["HEAD_CONFIG", "WEIGHTS_FILE", "build_cross_encoder", "load_cross_encoder", "save_cross_encoder"]
+__all__ = ["HEAD_CONFIG", "WEIGHTS_FILE", "build_cross_encoder", "check_student_layers", "load_cross_encoder",
+           "save_cross_encoder"]
 
 torch = require("torch", "train")
 transformers = require("transformers", "train")
@@ -62,10 +64,20 @@ class SegmentPoolingCrossEncoder(torch.nn.Module):  # type: ignore[name-defined]
 
 def build_cross_encoder(base_dir: str | Path, layers: int = 0) -> SegmentPoolingCrossEncoder:
     """A fresh model on the pretrained encoder in ``base_dir`` (local files only); ``layers`` > 0 keeps only
-    the encoder's first ``layers`` layers (a smaller, faster student)."""
+    the encoder's first ``layers`` layers (a smaller, faster student); more layers than the base has is a
+    :class:`ConfigError` (transformers would add randomly initialised ones)."""
+    check_student_layers(base_dir, layers)
     options = {"num_hidden_layers": layers} if layers else {}
     encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True, **options)
     return SegmentPoolingCrossEncoder(encoder)
+
+
+def check_student_layers(base_dir: str | Path, layers: int) -> None:
+    """Refuse a student of more layers than the base model in ``base_dir`` has (0 keeps them all)."""
+    available = transformers.AutoConfig.from_pretrained(str(base_dir), local_files_only=True).num_hidden_layers
+    if layers > available:
+        raise ConfigError(f"layers={layers}, but the base model {base_dir} has {available} layers: a student keeps "
+                          f"its first N, so choose 1 to {available} (0: all of them)")
 
 
 def save_cross_encoder(model: SegmentPoolingCrossEncoder, out: str | Path) -> list[str]:

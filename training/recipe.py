@@ -27,6 +27,7 @@ from typing import Any
 from grader.thresholds import check_targets
 from models.errors import ConfigError, DataError
 from models.field_types import check_field_types
+from models.registry import resolve_bundle
 from models.types import Verdict
 from training.convert import squad_pairs, wikiqa_pairs
 from training.data import LabelledPair, PairSet, group_by_query, load_pairs, model_decided, write_pairs
@@ -94,6 +95,8 @@ class RecipeConfig:
             (0 <= self.distill_weight <= 1, "distill_weight", "in [0, 1]"),
             (0 <= self.degenerate_share < 1 and 0 <= self.fusion_degenerate_share < 1, "degenerate_share",
              "in [0, 1) (fusion_degenerate_share too)"),
+            (bool(self.name.strip()) and not any(c in self.name for c in "/\\"), "name",
+             "a non-empty word without '/' or '\\' (the bundle's folder under models/bundles/ when shipped)"),
         ) if not ok]
         if bad:
             raise ConfigError(f"RecipeConfig: {'; '.join(bad)}")
@@ -254,6 +257,13 @@ def run_default_recipe(
     if Path(out).exists():  # fuse writes it last, after an hour of training: say so now, not then
         raise ConfigError(f"--out {out} exists; the recipe writes a new bundle there at its end: choose a new "
                           "directory (then copy it over models/bundles/NAME to ship it)")
+    if config.teacher:  # a misspelt teacher fails now, not after the data are prepared
+        resolve_bundle(config.teacher)
+    if config.layers:  # a student deeper than its base fails now, not after the data are prepared
+        from grader.torch_model import check_student_layers
+        from training.base_models import DEFAULT_BASE, resolve_base
+
+        check_student_layers(resolve_base(DEFAULT_BASE), config.layers)
     work = Path(work)
     files = prepare_default_data(data_dir, work, config)
     mix = json.loads((work / "mix.json").read_text(encoding="utf-8"))

@@ -381,6 +381,22 @@ def test_freezing_more_layers_than_the_model_has_is_refused_by_name():
     assert all(p.requires_grad for p in model.head_parameters())
 
 
+def test_a_student_deeper_than_its_base_is_refused_by_name(tmp_path):
+    from grader.torch_model import build_cross_encoder
+    from training.base_models import resolve_base
+    from training.recipe import RecipeConfig, run_default_recipe
+
+    base = resolve_base("default-base")
+    with pytest.raises(ConfigError, match=r"layers=7, but the base model .* has 6 layers"):
+        build_cross_encoder(base, layers=7)  # transformers would add a randomly initialised seventh layer
+    assert build_cross_encoder(base, layers=6).encoder.config.num_hidden_layers == 6
+    with pytest.raises(ConfigError, match="layers=7"):  # before any data is prepared (the data dir is not there)
+        run_default_recipe(tmp_path / "no-data", tmp_path / "work", tmp_path / "out", RecipeConfig(layers=7))
+    with pytest.raises(BundleError, match="no grader bundle named or at 'nope'"):
+        run_default_recipe(tmp_path / "no-data", tmp_path / "work", tmp_path / "out", RecipeConfig(teacher="nope"))
+    assert not (tmp_path / "work").exists()
+
+
 def test_a_guarantee_tests_the_thresholds_on_validation_queries_that_chose_nothing(squad_pairs_file, tmp_path):
     from training.data import PairSet
     from training.finetune import guarantee_halves, train_grader

@@ -10,6 +10,8 @@ from training.recipe import RecipeConfig
     ({"distill_weight": 2.0}, "distill_weight must be in [0, 1], got 2.0"),
     ({"target_error": 0.0}, "max_error (--target-error) must be strictly between 0 and 1, got 0.0"),
     ({"max_steps": "10"}, "max_steps must be an int, got str '10'"),  # was a TypeError from a comparison
+    ({"name": "team/v2"}, "name must be a non-empty word without '/'"),  # trained for an hour, then named a path
+    ({"name": " "}, "name must be a non-empty word"),
 ])
 def test_a_bad_recipe_knob_is_refused_before_any_data_is_prepared(knobs, named):
     with pytest.raises(ConfigError) as caught:
