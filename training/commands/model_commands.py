@@ -128,7 +128,7 @@ def _recipe(args: argparse.Namespace) -> int:
     config = dataclasses.replace(RecipeConfig(), seed=args.seed, layers=args.layers, teacher=args.teacher,
                                  distill_weight=args.distill_weight, name=args.name,
                                  cosine_offset=args.cosine_offset, device=args.device,
-                                 max_minutes=args.max_minutes or RecipeConfig.max_minutes)
+                                 max_minutes=RecipeConfig.max_minutes if args.max_minutes is None else args.max_minutes)
     reports = run_default_recipe(args.data, args.work, args.out, config, progress=not args.no_progress)
     print_json({name: {k: r.get(k) for k in ("n", "auroc", "accuracy", "escalation_rate", "auto_error_rate")}
             for name, r in reports.items()})
@@ -150,7 +150,9 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cosine-offset", action="store_true",
                    help="train the cross-encoder on top of the frozen bi-encoder's cosine (learns what it misses)")
     p.add_argument("--name", default="default", help="the bundle's name")
-    p.add_argument("--max-minutes", type=float, default=0.0, help="training time budget (default: the recipe's)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="training time budget in minutes (default: the recipe's own, RecipeConfig.max_minutes; "
+                        "0: no bound)")
     p.add_argument("--device", default="cpu",
                    help="where training runs: cpu, or cuda on a machine with an NVIDIA GPU and a CUDA build of torch "
                         "(the recipe's training then takes about a minute; data, export and fusion stay on the CPU)")
