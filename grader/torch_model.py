@@ -20,8 +20,8 @@ from typing import Any
 from models.deps import require
 from models.errors import ConfigError
 
-__all__ = ["HEAD_CONFIG", "WEIGHTS_FILE", "build_cross_encoder", "check_student_layers", "load_cross_encoder",
-           "save_cross_encoder"]
+__all__ = ["HEAD_CONFIG", "WEIGHTS_FILE", "build_cross_encoder", "check_positions", "check_student_layers",
+           "load_cross_encoder", "save_cross_encoder"]
 
 torch = require("torch", "train")
 transformers = require("transformers", "train")
@@ -78,6 +78,15 @@ def check_student_layers(base_dir: str | Path, layers: int) -> None:
     if layers > available:
         raise ConfigError(f"layers={layers}, but the base model {base_dir} has {available} layers: a student keeps "
                           f"its first N, so choose 1 to {available} (0: all of them)")
+
+
+def check_positions(encoder_config: Any, max_length: int, where: str) -> None:
+    """Refuse a ``max_length`` beyond the positions the encoder has learnt (a longer input fails inside the model);
+    longer texts are read in overlapping windows of it instead."""
+    positions = int(getattr(encoder_config, "max_position_embeddings", max_length))
+    if max_length > positions:
+        raise ConfigError(f"max_length={max_length}, but {where} has {positions} positions: choose at most "
+                          f"{positions} (longer texts are read in overlapping windows of max_length tokens)")
 
 
 def save_cross_encoder(model: SegmentPoolingCrossEncoder, out: str | Path) -> list[str]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from models.bundle import sha256_file
 from models.deps import require
-from models.errors import ParityError
+from models.errors import ConfigError, ParityError
 from models.output import check_replaceable_dir
 from training.export import quantize_weights
 from training.versions import library_versions
@@ -27,6 +27,7 @@ from training.versions import library_versions
 __all__ = ["PARITY_TEXTS", "export_embedder", "export_token_embeddings"]
 
 MIN_COSINE = 0.97
+MIN_MAX_LENGTH = 16  # as for a trained grader (TrainConfig): room for a question and some text
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 PARITY_TEXTS = (
     "What is the capital of France?",
@@ -75,6 +76,8 @@ def export_token_embeddings(model: Any, path: Path) -> None:
 def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]:
     """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest. ``out`` must be new,
     empty or an earlier embedder export: anything else there is refused before any work."""
+    if not (isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= MIN_MAX_LENGTH):
+        raise ConfigError(f"max_length must be an int >= {MIN_MAX_LENGTH} (tokens read per text), got {max_length!r}")
     check_replaceable_dir(out, key="kind", value="embedder", what="an exported embedder")
     torch = require("torch", "train")
     transformers = require("transformers", "train")
@@ -83,6 +86,9 @@ def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]
     source = Path(str(package.__file__)).parent / "model"
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), local_files_only=True)
     model = transformers.AutoModel.from_pretrained(str(source), local_files_only=True).eval()
+    from grader.torch_model import check_positions
+
+    check_positions(model.config, max_length, "all-MiniLM-L6-v2")
     out = Path(out)
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"

@@ -347,7 +347,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     tqdm = require("tqdm", "train").tqdm
-    from grader.torch_model import load_cross_encoder, save_cross_encoder
+    from grader.torch_model import check_positions, load_cross_encoder, save_cross_encoder
 
     _check_device(torch, config.device)
     soft = None if soft_targets is None else np.asarray(soft_targets, dtype=np.float32)
@@ -380,6 +380,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     model, started_from = _initial_model(config, base_dir, train)
+    check_positions(model.encoder.config, config.max_length, f"the model to train ({config.init or base_dir})")
     model = model.to(config.device)
     frozen = freeze_lower_layers(model, config.freeze_layers)
     if frozen:

@@ -104,6 +104,20 @@ def test_export_embedder_refuses_a_directory_it_did_not_write(tiny_onnx_bundle, 
             export_embedder(out)
     assert {p.name: p.read_bytes() for p in tiny_onnx_bundle.iterdir() if p.is_file()} == before
     assert (work / "model.int8.onnx").read_text() == "my own model"
+    for length, named in ((3, "max_length must be an int >= 16"), (1024, "max_length=1024, but all-MiniLM-L6-v2 "
+                                                                       "has 512 positions")):
+        with pytest.raises(ConfigError, match=named):  # 1024 used to export a model that failed on long texts
+            export_embedder(tmp_path / "new", max_length=length)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_max_length_beyond_the_base_models_positions_is_refused_before_training(squad_pairs_file, tmp_path):
+    from training.finetune import train_grader
+
+    pairs = load_pairs(squad_pairs_file)
+    with pytest.raises(ConfigError, match=r"max_length=1024, but the model to train .* has 512 positions"):
+        train_grader(pairs, pairs, tmp_path / "m", TrainConfig(max_length=1024, max_steps=1, progress=False))
+    assert not (tmp_path / "m").exists()  # it used to fail inside the model at the first long batch
 
 
 def test_replaceable_dir_accepts_new_empty_and_earlier_outputs(tmp_path):
