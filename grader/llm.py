@@ -36,7 +36,14 @@ from grader.llm_prompts import (
     user_message,
     yes_no_message,
 )
-from grader.llm_structured import CallFailed, LLMStats, call_failure, choices_of, openai_client_kwargs
+from grader.llm_structured import (
+    CallFailed,
+    LLMStats,
+    call_failure,
+    choices_of,
+    invalid_answer,
+    openai_client_kwargs,
+)
 from grader.resilience import CircuitBreaker
 from models.deps import require
 from models.errors import ConfigError, LLMError
@@ -214,7 +221,8 @@ class LLMGrader:
             latency = 1000.0 * (time.perf_counter() - start)
             self._add(calls=1)
             return [LLMJudgement(**{**j.__dict__, "latency_ms": latency}) for j in judgements]
-        return LLMFailure(reason=f"failed after {retry.attempts} attempts: {last}")
+        tries = f"{retry.attempts} attempts" if retry.attempts > 1 else "1 attempt"
+        return LLMFailure(reason=f"failed after {tries}: {last}")
 
     async def _call(self, client: Any, query: str, texts: list[str]) -> list[LLMJudgement]:
         try:
@@ -259,9 +267,7 @@ class LLMGrader:
             try:
                 parsed = BatchJudgement.model_validate_json(message.content or "")
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(part) for part in first.get("loc", ()))
-                raise CallFailed(f"invalid JSON answer ({where}: {first.get('msg')})", True) from exc
+                raise invalid_answer(exc) from exc
         indices = [j.index for j in parsed.judgements]
         if sorted(indices) != list(range(len(texts))):
             raise CallFailed(f"answer covers chunk indices {indices}, expected each of 0..{len(texts) - 1} once",

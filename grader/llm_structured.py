@@ -29,6 +29,7 @@ __all__ = [
     "base_url_of",
     "call_failure",
     "choices_of",
+    "invalid_answer",
     "openai_client_kwargs",
 ]
 
@@ -44,6 +45,14 @@ class CallFailed(Exception):
         self.reason = reason
         self.retriable = retriable
         self.retry_after = retry_after
+
+
+def invalid_answer(exc: ValidationError) -> CallFailed:
+    """A retriable failure naming the first problem of an answer that is not the JSON asked for (and where in it,
+    when it is JSON at all)."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return CallFailed(f"invalid JSON answer ({where + ': ' if where else ''}{first.get('msg')})", True)
 
 
 def call_failure(openai: Any, exc: Exception, timeout_s: float) -> CallFailed | None:
@@ -198,9 +207,7 @@ class StructuredLLM:
         try:
             return response_model.model_validate_json(getattr(choice.message, "content", None) or "")
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first.get("loc", ()))
-            raise CallFailed(f"invalid JSON answer ({where}: {first.get('msg')})", True) from exc
+            raise invalid_answer(exc) from exc
 
     def _account(self, response: Any) -> None:
         usage = getattr(response, "usage", None)

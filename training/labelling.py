@@ -42,14 +42,15 @@ def label_with_llm(llm: LLMGrader, pairs: Sequence[LabelledPair], *, progress: b
     failed: list[tuple[LabelledPair, str]] = []
     start = time.perf_counter()
     judged_any = False
+    first_reason = ""  # the first failure is the cause; later ones may only say the circuit is open
     with tqdm(total=len(pairs), desc="labelling", unit="pair", disable=not progress) as bar:
         for n, members in enumerate(by_query.values()):
             results = llm.judge(pairs[members[0]].query, [pairs[i].text for i in members])
             judged_any = judged_any or not all(isinstance(r, LLMFailure) for r in results)
+            first_reason = first_reason or next((r.reason for r in results if isinstance(r, LLMFailure)), "")
             if not judged_any and n + 1 >= min(FAIL_FAST_QUERIES, len(by_query)):
-                reason = next(r.reason for r in results if isinstance(r, LLMFailure))
                 raise LLMError(f"the LLM {llm.model!r} at {_endpoint(llm)} failed every pair of the first {n + 1} "
-                               f"queries ({reason}); is the server running and the model name right? "
+                               f"queries (first: {first_reason}); is the server running and the model name right? "
                                "Nothing was written.")
             for i, result in zip(members, results, strict=True):
                 if isinstance(result, LLMFailure):

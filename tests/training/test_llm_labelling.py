@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from grader import load_grader
 from grader.llm import LLMConfig, LLMGrader
 from grader.resilience import RetryPolicy
@@ -43,14 +45,23 @@ def test_crag_label_never_overwrites_labels_or_its_input(server, tmp_path, capsy
     assert "Eiffel" in data.read_text(encoding="utf-8")
 
 
-def test_crag_label_fails_fast_naming_the_server_and_writes_nothing(server, tmp_path, capsys):
-    server.default = "500"
+@pytest.mark.parametrize(("fault", "cause"), [
+    ("500", "first: failed after 1 attempt: server error (500)"),
+    ("invalid_json", "first: failed after 1 attempt: invalid JSON answer (Invalid"),
+])
+def test_crag_label_fails_fast_naming_the_server_and_the_cause_and_writes_nothing(server, tmp_path, capsys, fault,
+                                                                                   cause):
+    server.default = fault
+    data = tmp_path / "six.jsonl"  # enough queries for the circuit to open before the last one is tried
+    data.write_text("".join(json.dumps({"query": f"What is item {i}?", "text": f"Item {i} is a thing."}) + "\n"
+                            for i in range(6)), encoding="utf-8")
     out = tmp_path / "labelled.jsonl"
-    code = main(["label", "--data", str(_unlabelled(tmp_path)), "--out", str(out), "--llm-model", "fake",
+    code = main(["label", "--data", str(data), "--out", str(out), "--llm-model", "fake",
                  "--llm-base-url", server.base_url, "--no-progress", "--llm-retries", "1"])
     assert code == 2
     err = capsys.readouterr().err
-    assert server.base_url in err and "500" in err and "Nothing was written" in err
+    assert server.base_url in err and "Nothing was written" in err
+    assert cause in err  # the first failure, not "circuit open" of the last query
     assert not out.exists() and not list(tmp_path.glob("labelled.jsonl*"))
 
 
