@@ -23,23 +23,18 @@ def test_squad_converter_labels(fixtures):
     assert squad_pairs(fixtures / "squad_mini.json", seed=1) == squad_pairs(fixtures / "squad_mini.json", seed=1)
 
 
-def test_squad_converter_errors(tmp_path):
-    (tmp_path / "x.json").write_text('{"version": 1}', encoding="utf-8")
-    with pytest.raises(DataError, match="top-level 'data'"):
+@pytest.mark.parametrize(("content", "named"), [
+    ('{"version": 1}', "top-level 'data'"),
+    ("{", "not a readable SQuAD"),
+    ('{"data": []}', "no SQuAD questions could be read"),
+    ('{"data": [{"title": "t"}]}', r"data\[0\] is not a SQuAD article"),
+    ('{"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [{"id": "1", "question": "q?"}, '
+     '{"question": "no id?"}]}]}]}', r"data\[0\]\.paragraphs\[0\]\.qas\[1\] must be an object"),  # was a KeyError
+])
+def test_squad_converter_errors(tmp_path, content, named):
+    (tmp_path / "x.json").write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=named):
         squad_pairs(tmp_path / "x.json")
-    (tmp_path / "y.json").write_text("{", encoding="utf-8")
-    with pytest.raises(DataError, match="not a readable SQuAD"):
-        squad_pairs(tmp_path / "y.json")
-    (tmp_path / "empty.json").write_text('{"data": []}', encoding="utf-8")
-    with pytest.raises(DataError, match="no SQuAD questions could be read"):
-        squad_pairs(tmp_path / "empty.json")
-    (tmp_path / "z.json").write_text('{"data": [{"title": "t"}]}', encoding="utf-8")
-    with pytest.raises(DataError, match=r"data\[0\] is not a SQuAD article"):
-        squad_pairs(tmp_path / "z.json")
-    (tmp_path / "q.json").write_text('{"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": '
-                                     '[{"id": "1", "question": "q?"}, {"question": "no id?"}]}]}]}', encoding="utf-8")
-    with pytest.raises(DataError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[1\] must be an object"):
-        squad_pairs(tmp_path / "q.json")
 
 
 def test_wikiqa_converter_groups_by_text_and_skips_broken_rows(fixtures):

@@ -1,0 +1,158 @@
+"""The bi-encoder itself fine-tuned on the recipe's training pairs: does its cosine help where the default is weakest?
+
+The default grader leans on the frozen all-MiniLM-L6-v2 cosine because it generalises: every model fitted on the
+training domains (the cross-encoder, a fused student, a learnt metric on the frozen vectors) gained there and lost
+on domains it never saw. Not yet tried: training the bi-encoder the way it was made (contrastive, in-batch negatives
+plus one mined negative per query: MultipleNegativesRankingLoss, Henderson et al. 2017), then interpolating its
+weights with the untrained ones (WiSE-FT, as the shipped cross-encoder is) so that it keeps what it knew.
+
+Triplets (query, a relevant text, an irrelevant text of the same query) from ``train.jsonl``, at most
+``--per-domain`` per training domain so that Wikipedia paragraphs do not dominate; torch fp32 on this CPU for at
+most ``--minutes``. Each interpolation weight's cosine (256 tokens, as the shipped embedder reads) is judged as
+``bench/feature_mix.py`` judges a feature (weight on the default's fused logit chosen on the fusion data by its
+worst domain, and again with each domain left out); its AUROC alone, per held-out domain, is set beside the frozen
+cosine's (``a = 0``, the same code). Consumer health and NovelEval are in no training split.
+
+    python bench/bench_finetuned_biencoder.py --work runs/v3 --minutes 20 --json bench/results_finetuned_biencoder.json
+
+(``runs/v3``: the recipe's splits, made by ``crag recipe`` or ``training.recipe.prepare_default_data`` and
+``fusion_splits``.)
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.feature_mix import judge, scored_sets
+from bench.output import emit, work_parser
+from models.types import Verdict
+from training.base_models import resolve_base
+from training.data import load_pairs
+
+ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale (cosine x 20 as logits)
+
+
+def triplets(work: Path, per_domain: int, seed: int) -> list[tuple[str, str, str]]:
+    """(query, relevant text, irrelevant text of the same query), at most ``per_domain`` per domain."""
+    rng = random.Random(seed)
+    by_query: dict[str, list[Any]] = defaultdict(list)
+    for pair in load_pairs(work / "train.jsonl").pairs:
+        by_query[pair.query_id].append(pair)
+    by_domain: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    for group in by_query.values():
+        positives = [p.text for p in group if p.label is Verdict.RELEVANT]
+        negatives = [p.text for p in group if p.label is Verdict.IRRELEVANT]
+        if positives and negatives:
+            by_domain[group[0].metadata.get("domain", "")].append(
+                (group[0].query, rng.choice(positives), rng.choice(negatives)))
+    out = []
+    for rows in by_domain.values():
+        rng.shuffle(rows)
+        out += rows[:per_domain]
+    rng.shuffle(out)
+    return out
+
+
+def embed(torch: Any, tokenizer: Any, encoder: Any, texts: list[str], max_length: int) -> Any:
+    """Mean-pooled, unit-normalised vectors (as all-MiniLM-L6-v2 is used), with gradients when enabled."""
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    hidden = encoder(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, dim=-1)
+
+
+def train(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple[str, str, str]], *, minutes: float,
+          batch_size: int, lr: float, max_length: int) -> dict[str, Any]:
+    """One pass at most, stopped after ``minutes``; returns the loss curve."""
+    steps = len(rows) // batch_size
+    optimiser = torch.optim.AdamW(encoder.parameters(), lr=lr)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
+    encoder.train()
+    start, losses = time.perf_counter(), []
+    for step in range(steps):
+        chunk = rows[step * batch_size:(step + 1) * batch_size]
+        queries = embed(torch, tokenizer, encoder, [q for q, _, _ in chunk], max_length)
+        texts = embed(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for _, _, n in chunk], max_length)
+        logits = SCALE * queries @ texts.T
+        loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(chunk)))
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        schedule.step()
+        losses.append(float(loss))
+        if time.perf_counter() - start > 60 * minutes:
+            break
+    encoder.eval()
+    done = len(losses)
+    return {"steps": done, "planned_steps": steps, "pairs_per_s": done * batch_size / (time.perf_counter() - start),
+            "seconds": time.perf_counter() - start,
+            "loss_by_tenth": [float(np.mean(losses[i * done // 10:(i + 1) * done // 10] or [np.nan]))
+                              for i in range(10)]}
+
+
+def cosines(torch: Any, tokenizer: Any, encoder: Any, pairs: list[tuple[str, str]], max_length: int = 256
+            ) -> np.ndarray:
+    """The cosine of each (query, text), every distinct text embedded once, in batches of similar length."""
+    texts = sorted({t for pair in pairs for t in pair}, key=len)
+    vectors: dict[str, np.ndarray] = {}
+    with torch.no_grad():
+        for i in range(0, len(texts), 32):
+            part = texts[i:i + 32]
+            for text, vector in zip(part, embed(torch, tokenizer, encoder, part, max_length).numpy(), strict=True):
+                vectors[text] = vector
+    return np.array([float(vectors[q] @ vectors[t]) for q, t in pairs])
+
+
+def main() -> None:
+    ap = work_parser(__doc__)
+    ap.add_argument("--per-domain", type=int, default=1500, help="training triplets per domain, at most")
+    ap.add_argument("--minutes", type=float, default=20.0)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--max-length", type=int, default=128, help="tokens read in training (the model's own)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    import torch
+    import transformers
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(2)
+    base_dir = resolve_base("default-base")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
+    encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True)
+    base_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
+    rows = triplets(args.work, args.per_domain, args.seed)
+    curve = train(torch, tokenizer, encoder, rows, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr,
+                  max_length=args.max_length)
+    tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
+
+    def features(pairs: list[tuple[str, str]]) -> dict[str, np.ndarray]:
+        out = {}
+        for a in ALPHAS:
+            encoder.load_state_dict({k: (1 - a) * base_state[k] + a * tuned_state[k]
+                                     if base_state[k].is_floating_point() else tuned_state[k] for k in base_state})
+            out[f"tuned_a{a:g}"] = cosines(torch, tokenizer, encoder, pairs)
+        return out
+
+    sets = scored_sets(args.work, features)
+    results = {"command": " ".join(sys.argv), "triplets": len(rows), "training": curve,
+               "judged": {name: judge(sets, name) for name in sets["fuse"]["features"]},
+               "seconds": {name: s["seconds"] for name, s in sets.items()}}
+    emit(results, args.json)
+
+
+if __name__ == "__main__":
+    main()
