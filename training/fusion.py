@@ -137,8 +137,10 @@ def choose_fusion(ce_logits: np.ndarray, cosine: np.ndarray, y: np.ndarray, grou
 
 def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: FusionChoice, recal: Recalibration,
                        data: PairSet, *, probe: Sequence[LabelledPair] = (), int8_only: bool = False,
-                       max_flip: float = 0.02) -> tuple[Path, dict[str, Any] | None]:
-    """A new verified bundle: the source's files, the bi-encoder under ``embedder/``, the fusion head and the
+                       max_flip: float = 0.02, embedder_dir: str | Path = EMBEDDER_DIR
+                       ) -> tuple[Path, dict[str, Any] | None]:
+    """A new verified bundle: the source's files, the bi-encoder (``embedder_dir``: the shipped one unless another
+    export is named) under ``embedder/``, the fusion head and the
     calibration and thresholds fitted on the fused logits (``recal``).
 
     With both fp32 and int8 models, the fused verdicts of the two are compared on ``probe``; ``int8_only``
@@ -151,10 +153,9 @@ def write_fused_bundle(source: CrossEncoderGrader, out: str | Path, choice: Fusi
     staging = out.with_name(out.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(src.path, staging)
-    embedder_dir = staging / choice.head.embedder
-    shutil.copytree(EMBEDDER_DIR, embedder_dir)
+    shutil.copytree(embedder_dir, staged_embedder := staging / choice.head.embedder)
     files = sorted(src.manifest.files) + sorted(
-        f"{choice.head.embedder}/{p.name}" for p in embedder_dir.iterdir() if p.is_file())
+        f"{choice.head.embedder}/{p.name}" for p in staged_embedder.iterdir() if p.is_file())
     manifest = src.manifest.model_dump(exclude={"files"})
     manifest["fusion"] = choice.head.to_dict()
     manifest["calibration"] = recal.calibrator.to_dict()
@@ -204,9 +205,11 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
                 group_by: str | None = "domain", target_error: float | None = 0.05,
                 target_escalation: float | None = None,
                 delta: float | None = None, calibration: str = "platt", int8_only: bool = False,
-                max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
+                max_flip: float = 0.02, probe_pairs: int = 1000, seed: int = 0,
+                embedder: str | Path | None = None) -> dict[str, Any]:
     """``crag fuse``: choose the fusion on ``data`` (labelled pairs or a file of them), calibrate the fused score,
-    write the new bundle."""
+    write the new bundle. ``embedder``: an exported embedder folder (`crag export-embedder`) whose cosine is fused
+    and shipped in the bundle, instead of the shipped frozen all-MiniLM-L6-v2."""
     from training.data import as_pairs, groups_of, model_decided
     from training.metrics import binary_labels
     from training.recalibrate import cross_encoder_grader, recalibrate
@@ -216,7 +219,9 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
     check_new_bundle_dir(source.bundle.path, out)  # before the slow scoring, not after
     data, _ = model_decided(as_pairs(data, label_map=label_map))  # pairs that reach the fused score
     groups = groups_of(data.pairs, group_by)
-    ce_logits, cosine = fusion_inputs(source, data.pairs)
+    embedder_dir = Path(embedder) if embedder is not None else EMBEDDER_DIR
+    # as the fused grader runs it (one text per call); a folder that is not an export fails here, before scoring
+    ce_logits, cosine = fusion_inputs(source, data.pairs, OnnxMiniLMEmbedder(embedder_dir, batch_size=1))
     chooser = fusion_choosers(data.pairs, target_error, delta, seed)
     named = groups or ["all"] * len(data.pairs)
     choice = choose_fusion(ce_logits[chooser], cosine[chooser], binary_labels(data.pairs)[chooser],
@@ -227,7 +232,7 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
                         calibration_map="refit")
     probe = data.pairs[:: max(1, len(data.pairs) // max(1, probe_pairs))]
     written, parity = write_fused_bundle(source, out, choice, recal, data, probe=probe, int8_only=int8_only,
-                                         max_flip=max_flip)
+                                         max_flip=max_flip, embedder_dir=embedder_dir)
     notes = [recal.note] if recal.note else []
     if len(choice.per_group) == 1:
         notes.append("the mix was chosen on one domain, the one it will grade: nothing checks how it carries to "

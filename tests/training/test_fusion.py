@@ -141,3 +141,38 @@ def test_a_fuse_with_a_guarantee_fits_a_calibration_map_of_the_fused_score(tiny_
     fit, test = query_split(pairs, 0)
     assert fit.size and test.size and report["chosen_on"].startswith(f"{fit.size} of the {len(pairs)} pairs (the fit")
     assert fusion_choosers(pairs, 0.5, None, 0).size == len(pairs)  # no guarantee: every pair chooses
+
+
+def test_a_fine_tuned_embedder_is_exported_fused_and_shipped_in_the_bundle(tiny_onnx_bundle, squad_pairs_file, tmp_path,
+                                                                           capsys):
+    import shutil
+
+    import transformers
+
+    from training.base_models import resolve_base
+
+    base = resolve_base("default-base")  # a small encoder with the base's vocabulary stands for a fine-tuned copy
+    source = tmp_path / "my-encoder"
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=64)
+    transformers.BertModel(config).save_pretrained(source)
+    shutil.copyfile(base / "tokenizer.json", source / "tokenizer.json")
+    shutil.copyfile(base / "tokenizer_config.json", source / "tokenizer_config.json")
+    embedder_dir = tmp_path / "embedder"
+    assert main(["export-embedder", "--out", str(embedder_dir), "--source", str(source)]) == 0
+    manifest = json.loads((embedder_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["name"] == "my-encoder" and str(source) in manifest["source"] and manifest["dim"] == 32
+    out = tmp_path / "fused"
+    assert main(["fuse", "--model", str(tiny_onnx_bundle), "--data", str(squad_pairs_file), "--group-by", "source",
+                 "--out", str(out), "--target-escalation", "0.5", "--embedder", str(embedder_dir)]) == 0
+    capsys.readouterr()
+    assert json.loads((out / "embedder" / "manifest.json").read_text(encoding="utf-8"))["name"] == "my-encoder"
+    pairs = [(p.query, p.text) for p in load_pairs(squad_pairs_file).pairs[:6]]
+    fused = load_grader(out)
+    _, cos = fused.score_pairs(pairs).fusion_inputs
+    windows = fused.max_windows  # read as the grader reads them
+    assert np.allclose(cos, cosines(OnnxMiniLMEmbedder(embedder_dir), pairs, max_windows=windows), atol=1e-6)
+    assert not np.allclose(cos, cosines(OnnxMiniLMEmbedder(EMBEDDER_DIR), pairs, max_windows=windows), atol=1e-3)
+    assert main(["fuse", "--model", str(tiny_onnx_bundle), "--data", str(squad_pairs_file), "--group-by", "source",
+                 "--out", str(tmp_path / "f2"), "--embedder", str(source)]) == 2  # a model folder, not an export
+    assert "re-export it with `crag export-embedder" in capsys.readouterr().err and not (tmp_path / "f2").exists()

@@ -163,7 +163,7 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
 def _export_embedder(args: argparse.Namespace) -> int:
     from training.export_embedder import export_embedder
 
-    manifest = export_embedder(args.out, max_length=args.max_length)
+    manifest = export_embedder(args.out, max_length=args.max_length, source=args.source)
     print_json({"out": args.out, "parity": manifest["parity"], "files": manifest["files"]})
     return 0
 
@@ -172,6 +172,8 @@ def register_export_embedder(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export-embedder", help="export all-MiniLM-L6-v2 to the int8 ONNX embedder used for retrieval")
     p.add_argument("--out", required=True, help="e.g. models/embedders/minilm-l6")
     p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--source", help="a local model folder of the same kind (e.g. all-MiniLM-L6-v2 fine-tuned on "
+                                    "your pairs, saved with save_pretrained) instead of the shipped one")
     p.set_defaults(handler=_export_embedder)
 
 
@@ -185,7 +187,8 @@ def _fuse(args: argparse.Namespace) -> int:
                            group_by=None if args.group_by.lower() == "none" else args.group_by,
                            target_error=target_error, target_escalation=target_escalation,
                            delta=delta, calibration=args.calibration, int8_only=args.int8_only,
-                           max_flip=args.max_flip, probe_pairs=args.probe_pairs, seed=args.seed))
+                           max_flip=args.max_flip, probe_pairs=args.probe_pairs, seed=args.seed,
+                           embedder=args.embedder))
     return 0
 
 
@@ -205,6 +208,8 @@ def register_fuse(sub: argparse._SubParsersAction) -> None:
                    help="share of fused int8 verdict flips the gate allows (it fails when the probe shows "
                         "significantly more: a binomial test at 5%%)")
     p.add_argument("--probe-pairs", type=int, default=1000, help="about how many pairs the parity check reads")
+    p.add_argument("--embedder", help="an exported embedder folder (`crag export-embedder --source ...`) to fuse "
+                                      "and ship instead of the frozen all-MiniLM-L6-v2 (an index keeps its own)")
     p.add_argument("--no-guarantee", action="store_true", help="point-estimate thresholds (not recommended)")
     p.add_argument("--seed", type=int, default=0, help="seed of the calibration fit/test split by query")
     add_target(p, default_delta=None, default_calibration="platt")
