@@ -42,8 +42,9 @@ ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale (cosine x 20 as logits)
 
 
-def triplets(work: Path, per_domain: int, seed: int) -> list[tuple[str, str, str]]:
-    """(query, relevant text, irrelevant text of the same query), at most ``per_domain`` per domain."""
+def triplets(work: Path, per_domain: int, seed: int, leave_out: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    """(query, relevant text, irrelevant text of the same query), at most ``per_domain`` per domain, none of the
+    domains in ``leave_out``."""
     rng = random.Random(seed)
     by_query: dict[str, list[Any]] = defaultdict(list)
     for pair in load_pairs(work / "train.jsonl").pairs:
@@ -56,7 +57,9 @@ def triplets(work: Path, per_domain: int, seed: int) -> list[tuple[str, str, str
             by_domain[group[0].metadata.get("domain", "")].append(
                 (group[0].query, rng.choice(positives), rng.choice(negatives)))
     out = []
-    for rows in by_domain.values():
+    for domain, rows in by_domain.items():
+        if domain in leave_out:
+            continue
         rng.shuffle(rows)
         out += rows[:per_domain]
     rng.shuffle(out)
@@ -146,6 +149,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save-model", type=Path, help="write the fine-tuned encoder and tokenizer here")
     ap.add_argument("--arrays", type=Path, help="write every pair's labels, scores and features here (.npz)")
+    ap.add_argument("--leave-out", nargs="*", default=[], help="training domains to leave out (how it carries there)")
+    ap.add_argument("--alphas", type=float, nargs="*", default=list(ALPHAS), help="interpolation weights to judge")
     args = ap.parse_args()
     import torch
     import transformers
@@ -156,14 +161,14 @@ def main() -> None:
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
     encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True)
     base_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
-    rows = triplets(args.work, args.per_domain, args.seed)
+    rows = triplets(args.work, args.per_domain, args.seed, tuple(args.leave_out))
     curve = train(torch, tokenizer, encoder, rows, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr,
                   max_length=args.max_length)
     tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
 
     def features(pairs: list[tuple[str, str]]) -> dict[str, np.ndarray]:
         out = {}
-        for a in ALPHAS:
+        for a in args.alphas:
             encoder.load_state_dict({k: (1 - a) * base_state[k] + a * tuned_state[k]
                                      if base_state[k].is_floating_point() else tuned_state[k] for k in base_state})
             out[f"tuned_a{a:g}"] = cosines(torch, tokenizer, encoder, pairs)
