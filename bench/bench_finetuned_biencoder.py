@@ -21,10 +21,7 @@ cosine's (``a = 0``, the same code). Consumer health and NovelEval are in no tra
 
 from __future__ import annotations
 
-import random
 import sys
-import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -34,76 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.feature_mix import judge, scored_sets
 from bench.output import emit, work_parser
-from models.types import Verdict
 from training.base_models import resolve_base
 from training.data import load_pairs
+from training.embedder_finetune import EmbedderTrainConfig, embed_batch, embedder_triplets, train_contrastive
 
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
-SCALE = 20.0  # sentence-transformers' MultipleNegativesRankingLoss scale (cosine x 20 as logits)
-
-
-def triplets(work: Path, per_domain: int, seed: int, leave_out: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
-    """(query, relevant text, irrelevant text of the same query), at most ``per_domain`` per domain, none of the
-    domains in ``leave_out``."""
-    rng = random.Random(seed)
-    by_query: dict[str, list[Any]] = defaultdict(list)
-    for pair in load_pairs(work / "train.jsonl").pairs:
-        by_query[pair.query_id].append(pair)
-    by_domain: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
-    for group in by_query.values():
-        positives = [p.text for p in group if p.label is Verdict.RELEVANT]
-        negatives = [p.text for p in group if p.label is Verdict.IRRELEVANT]
-        if positives and negatives:
-            by_domain[group[0].metadata.get("domain", "")].append(
-                (group[0].query, rng.choice(positives), rng.choice(negatives)))
-    out = []
-    for domain, rows in by_domain.items():
-        if domain in leave_out:
-            continue
-        rng.shuffle(rows)
-        out += rows[:per_domain]
-    rng.shuffle(out)
-    return out
-
-
-def embed(torch: Any, tokenizer: Any, encoder: Any, texts: list[str], max_length: int) -> Any:
-    """Mean-pooled, unit-normalised vectors (as all-MiniLM-L6-v2 is used), with gradients when enabled."""
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-    hidden = encoder(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
-
-
-def train(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple[str, str, str]], *, minutes: float,
-          batch_size: int, lr: float, max_length: int) -> dict[str, Any]:
-    """One pass at most, stopped after ``minutes``; returns the loss curve."""
-    steps = len(rows) // batch_size
-    optimiser = torch.optim.AdamW(encoder.parameters(), lr=lr)
-    warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
-    encoder.train()
-    start, losses = time.perf_counter(), []
-    for step in range(steps):
-        chunk = rows[step * batch_size:(step + 1) * batch_size]
-        queries = embed(torch, tokenizer, encoder, [q for q, _, _ in chunk], max_length)
-        texts = embed(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for _, _, n in chunk], max_length)
-        logits = SCALE * queries @ texts.T
-        loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(chunk)))
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
-        if time.perf_counter() - start > 60 * minutes:
-            break
-    encoder.eval()
-    done = len(losses)
-    return {"steps": done, "planned_steps": steps, "pairs_per_s": done * batch_size / (time.perf_counter() - start),
-            "seconds": time.perf_counter() - start,
-            "loss_by_tenth": [float(np.mean(losses[i * done // 10:(i + 1) * done // 10] or [np.nan]))
-                              for i in range(10)]}
 
 
 def cosines(torch: Any, tokenizer: Any, encoder: Any, pairs: list[tuple[str, str]], max_length: int = 256
@@ -114,7 +46,8 @@ def cosines(torch: Any, tokenizer: Any, encoder: Any, pairs: list[tuple[str, str
     with torch.no_grad():
         for i in range(0, len(texts), 32):
             part = texts[i:i + 32]
-            for text, vector in zip(part, embed(torch, tokenizer, encoder, part, max_length).numpy(), strict=True):
+            for text, vector in zip(part, embed_batch(torch, tokenizer, encoder, part, max_length).numpy(),
+                                    strict=True):
                 vectors[text] = vector
     return np.array([float(vectors[q] @ vectors[t]) for q, t in pairs])
 
@@ -161,9 +94,11 @@ def main() -> None:
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
     encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True)
     base_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
-    rows = triplets(args.work, args.per_domain, args.seed, tuple(args.leave_out))
-    curve = train(torch, tokenizer, encoder, rows, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr,
-                  max_length=args.max_length)
+    rows = embedder_triplets(load_pairs(args.work / "train.jsonl").pairs, per_group=args.per_domain, seed=args.seed,
+                             leave_out=tuple(args.leave_out))
+    config = EmbedderTrainConfig(batch_size=args.batch_size, learning_rate=args.lr, max_length=args.max_length,
+                                 max_minutes=args.minutes, seed=args.seed)
+    curve = train_contrastive(torch, tokenizer, encoder, rows, config)
     tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
 
     def features(pairs: list[tuple[str, str]]) -> dict[str, np.ndarray]:

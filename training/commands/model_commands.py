@@ -15,7 +15,8 @@ from training.data import PairSet
 BASE_LR = 4e-5  # from the untrained base model
 INIT_LR = 2e-5  # further training of a grader (bench/bench_train_from_default.py)
 
-__all__ = ["register_export", "register_export_embedder", "register_fuse", "register_recipe", "register_train"]
+__all__ = ["register_export", "register_export_embedder", "register_fuse", "register_recipe", "register_train",
+           "register_train_embedder"]
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -166,6 +167,45 @@ def _export_embedder(args: argparse.Namespace) -> int:
     manifest = export_embedder(args.out, max_length=args.max_length, source=args.source)
     print_json({"out": args.out, "parity": manifest["parity"], "files": manifest["files"]})
     return 0
+
+
+def _train_embedder(args: argparse.Namespace) -> int:
+    from training.embedder_finetune import EmbedderTrainConfig, finetune_embedder
+
+    config = EmbedderTrainConfig(base=args.base, per_group=args.per_group,
+                                 group_by=None if args.group_by.lower() == "none" else args.group_by,
+                                 epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
+                                 max_length=args.max_length, alpha=args.alpha, max_minutes=args.max_minutes,
+                                 seed=args.seed, threads=args.threads, device=args.device)
+    report = finetune_embedder(pairs_from_args(args, args.data).pairs, args.out, config)
+    print_json({"out": args.out, "triplets": report["triplets"], "training": report["training"],
+                "next": f"crag export-embedder --source {args.out} --out {args.out}-onnx, then "
+                        f"crag fuse --model <cross-encoder bundle> --data <labelled pairs> --embedder {args.out}-onnx "
+                        "--out <new bundle>"})
+    return 0
+
+
+def register_train_embedder(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train-embedder", help="fine-tune the bi-encoder whose cosine a fused grader reads "
+                                              "(contrastive, on queries with a relevant and an irrelevant text)")
+    p.add_argument("--data", required=True, help="labelled pairs; each query needs a relevant and an irrelevant text")
+    add_pair_format(p)
+    p.add_argument("--out", required=True, help="a new folder for the model (save_pretrained format)")
+    p.add_argument("--base", default="default-base", help="local base model dir (default: all-MiniLM-L6-v2)")
+    p.add_argument("--group-by", default="domain",
+                   help="metadata field (or 'source') whose groups are capped at --per-group; 'none': one group")
+    p.add_argument("--per-group", type=int, default=2500, help="triplets per group, at most")
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--max-length", type=int, default=128, help="tokens read per text in training")
+    p.add_argument("--alpha", type=float, default=1.0,
+                   help="WiSE-FT weight of the fine-tuned model against the untrained one (1: fine-tuned alone)")
+    p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0: no bound)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(handler=_train_embedder)
 
 
 def register_export_embedder(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,79 @@
+import json
+
+import numpy as np
+import pytest
+
+from models import ConfigError, Verdict
+from pipeline.cli.main import main
+from training.data import LabelledPair, load_pairs
+from training.embedder_finetune import EmbedderTrainConfig, embedder_triplets, finetune_embedder
+
+
+def _pair(query: str, text: str, label: Verdict, domain: str) -> LabelledPair:
+    return LabelledPair(query=query, text=text, label=label, query_id=query, metadata={"domain": domain})
+
+
+def test_triplets_need_both_sides_of_a_query_and_are_capped_per_group():
+    pairs = []
+    for i in range(5):
+        pairs += [_pair(f"q{i}?", f"answer {i}", Verdict.RELEVANT, "web"),
+                  _pair(f"q{i}?", f"other {i}", Verdict.IRRELEVANT, "web")]
+    pairs += [_pair("med?", "med answer", Verdict.RELEVANT, "medical"),
+              _pair("med?", "med other", Verdict.IRRELEVANT, "medical"),
+              _pair("only positive?", "yes", Verdict.RELEVANT, "medical"),
+              _pair("partial?", "half", Verdict.PARTIAL, "medical"),
+              _pair("partial?", "no", Verdict.IRRELEVANT, "medical")]
+    rows = embedder_triplets(pairs, per_group=3, seed=1)
+    assert len(rows) == 4 and sum(q == "med?" for q, _, _ in rows) == 1  # 3 of web's 5, medical's one
+    assert all(p.startswith(("answer", "med answer")) and n.startswith(("other", "med other")) for _, p, n in rows)
+    assert embedder_triplets(pairs, per_group=3, seed=1) == rows  # reproducible
+    assert {q for q, _, _ in embedder_triplets(pairs, leave_out=("web",))} == {"med?"}
+    assert len(embedder_triplets(pairs, group_by=None, per_group=100)) == 6
+
+
+@pytest.mark.parametrize(("knobs", "named"), [
+    ({"batch_size": 1}, "batch_size must be >= 2"),
+    ({"alpha": 0.0}, "alpha must be in (0, 1]"),
+    ({"learning_rate": 0.0}, "learning_rate must be in (0, 1)"),
+    ({"per_group": "10"}, "per_group must be an int"),
+])
+def test_a_bad_knob_is_refused_by_name(knobs, named):
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        EmbedderTrainConfig(**knobs)
+
+
+def test_finetune_writes_a_model_that_moved_and_alpha_interpolates(squad_pairs_file, tmp_path):
+    import torch
+    import transformers
+
+    from training.base_models import resolve_base
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    config = EmbedderTrainConfig(batch_size=8, max_length=32, epochs=0.5, group_by="source", learning_rate=1e-4)
+    report = finetune_embedder(pairs, tmp_path / "tuned", config)
+    assert report["triplets"] > 8 and report["training"]["steps"] >= 1
+    assert json.loads((tmp_path / "tuned" / "embedder_training.json").read_text())["config"]["max_length"] == 32
+    base = transformers.AutoModel.from_pretrained(str(resolve_base("default-base")), local_files_only=True)
+    tuned = transformers.AutoModel.from_pretrained(str(tmp_path / "tuned"), local_files_only=True)
+    key = "encoder.layer.0.attention.self.query.weight"
+    start, moved = base.state_dict()[key], tuned.state_dict()[key]
+    assert not torch.equal(start, moved)
+    half = finetune_embedder(pairs, tmp_path / "half", EmbedderTrainConfig(**{**config.__dict__, "alpha": 0.5}))
+    assert half["training"]["steps"] == report["training"]["steps"]
+    midway = transformers.AutoModel.from_pretrained(str(tmp_path / "half"), local_files_only=True).state_dict()[key]
+    assert np.allclose(midway.numpy(), (0.5 * start + 0.5 * moved).numpy(), atol=1e-6)  # same seed, same steps
+    with pytest.raises(ConfigError, match="exists and is not empty"):
+        finetune_embedder(pairs, tmp_path / "tuned", config)
+    only_positive = [p for p in pairs if p.label is Verdict.RELEVANT]
+    with pytest.raises(ConfigError, match="needs queries with both a relevant and an irrelevant text"):
+        finetune_embedder(only_positive, tmp_path / "none", config)
+    assert not (tmp_path / "none").exists()
+
+
+def test_crag_train_embedder_says_what_to_do_next(squad_pairs_file, tmp_path, capsys):
+    out = tmp_path / "tuned"
+    assert main(["train-embedder", "--data", str(squad_pairs_file), "--out", str(out), "--batch-size", "8",
+                 "--max-length", "32", "--epochs", "0.3", "--group-by", "none"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["triplets"] > 0 and f"crag export-embedder --source {out}" in result["next"]
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
