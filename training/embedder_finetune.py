@@ -27,7 +27,7 @@ from models.deps import require
 from models.errors import ConfigError
 from models.field_types import check_field_types
 from models.types import Verdict
-from training.data import LabelledPair
+from training.data import LabelledPair, groups_of
 
 __all__ = ["EmbedderTrainConfig", "embed_batch", "embedder_triplets", "finetune_embedder", "train_contrastive"]
 
@@ -71,29 +71,25 @@ class EmbedderTrainConfig:
             raise ConfigError(f"EmbedderTrainConfig: {'; '.join(bad)}")
 
 
-def _group(pair: LabelledPair, group_by: str | None) -> str:
-    if group_by is None:
-        return "all"
-    if group_by == "source":
-        return str(pair.source or "")
-    return str(pair.metadata.get(group_by, ""))
-
-
 def embedder_triplets(pairs: Sequence[LabelledPair], *, per_group: int = 2500, group_by: str | None = "domain",
                       seed: int = 0, leave_out: Collection[str] = ()) -> list[tuple[str, str, str]]:
     """(query, a relevant text, an irrelevant text of the same query) for every query that has both, at most
     ``per_group`` per group, none of the groups in ``leave_out`` (to measure how it carries there), shuffled;
     partial pairs are left out (neither side of the contrast)."""
     rng = random.Random(seed)
+    named = groups_of(pairs, group_by) or ["all"] * len(pairs)  # a field no pair has is an error naming the fields
+    group_of: dict[str, str] = {}
     by_query: dict[str, list[LabelledPair]] = defaultdict(list)
-    for pair in pairs:
+    for pair, name in zip(pairs, named, strict=True):
         by_query[pair.query_id].append(pair)
+        group_of.setdefault(pair.query_id, name)
     by_group: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for group in by_query.values():
         positives = [p.text for p in group if p.label is Verdict.RELEVANT]
         negatives = [p.text for p in group if p.label is Verdict.IRRELEVANT]
         if positives and negatives:
-            by_group[_group(group[0], group_by)].append((group[0].query, rng.choice(positives), rng.choice(negatives)))
+            by_group[group_of[group[0].query_id]].append(
+                (group[0].query, rng.choice(positives), rng.choice(negatives)))
     out = []
     for name, rows in by_group.items():
         if name in leave_out:

@@ -29,6 +29,8 @@ def test_triplets_need_both_sides_of_a_query_and_are_capped_per_group():
     assert embedder_triplets(pairs, per_group=3, seed=1) == rows  # reproducible
     assert {q for q, _, _ in embedder_triplets(pairs, leave_out=("web",))} == {"med?"}
     assert len(embedder_triplets(pairs, group_by=None, per_group=100)) == 6
+    with pytest.raises(ConfigError, match="--group-by 'domian': no pair has that field"):
+        embedder_triplets(pairs, group_by="domian")  # a typo would have made one group of everything
 
 
 @pytest.mark.parametrize(("knobs", "named"), [
