@@ -111,7 +111,7 @@ def embed_batch(torch: Any, tokenizer: Any, encoder: Any, texts: list[str], max_
 
 
 def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple[str, str, str]],
-           config: EmbedderTrainConfig) -> dict[str, Any]:
+                      config: EmbedderTrainConfig) -> dict[str, Any]:
     """Contrastive passes over ``rows`` (at most ``config.epochs``, stopped after ``max_minutes``); the loss curve."""
     steps = max(1, int(len(rows) * config.epochs) // config.batch_size)
     optimiser = torch.optim.AdamW(encoder.parameters(), lr=config.learning_rate)
@@ -120,9 +120,10 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple
         optimiser, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
     encoder.train()
     start, losses = time.perf_counter(), []
+    wrapped = rows + rows  # a batch that runs past the last triplet continues from the first
     for step in range(steps):
         first = (step * config.batch_size) % len(rows)
-        chunk = (rows + rows)[first:first + config.batch_size]  # wraps around past the last triplet
+        chunk = wrapped[first:first + config.batch_size]
         queries = embed_batch(torch, tokenizer, encoder, [q for q, _, _ in chunk], config.max_length)
         texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for _, _, n in chunk],
                             config.max_length)
@@ -150,7 +151,7 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     or empty folder; returns the report."""
     from grader.torch_model import check_positions
     from training.base_models import resolve_base
-    from training.finetune import _check_device
+    from training.finetune import check_device
 
     config = config or EmbedderTrainConfig()
     out = Path(out)
@@ -162,7 +163,7 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
                           f"{len(pairs)} pairs give {len(rows)} (mine irrelevant ones with `crag mine`, or label more)")
     torch = require("torch", "train")
     transformers = require("transformers", "train")
-    _check_device(torch, config.device)
+    check_device(torch, config.device)
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)

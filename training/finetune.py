@@ -42,7 +42,8 @@ from training.data import LabelledPair, PairSet, model_decided, write_pairs
 from training.metrics import binary_labels, compute_metrics
 from training.versions import library_versions
 
-__all__ = ["TrainConfig", "TrainResult", "freeze_lower_layers", "guarantee_halves", "pair_logits", "train_grader"]
+__all__ = ["TrainConfig", "TrainResult", "check_device", "freeze_lower_layers", "guarantee_halves", "pair_logits",
+           "train_grader"]
 
 logger = logging.getLogger(__name__)
 PROBE_FILE = "probe.jsonl"
@@ -312,7 +313,7 @@ def _layer_groups(model: Any, config: TrainConfig) -> list[dict[str, Any]]:
     return out
 
 
-def _check_device(torch: Any, device: str) -> None:
+def check_device(torch: Any, device: str) -> None:
     """A device torch can train on here, refused before anything is written when it cannot."""
     try:
         kind = torch.device(device).type
@@ -349,7 +350,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     tqdm = require("tqdm", "train").tqdm
     from grader.torch_model import check_positions, load_cross_encoder, save_cross_encoder
 
-    _check_device(torch, config.device)
+    check_device(torch, config.device)
     soft = None if soft_targets is None else np.asarray(soft_targets, dtype=np.float32)
     if soft is not None and (config.teacher or soft.shape != (len(train),) or not np.all((soft >= 0) & (soft <= 1))):
         raise ConfigError(f"soft_targets must be {len(train)} probabilities in [0, 1], one per training pair, "

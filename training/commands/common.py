@@ -11,7 +11,8 @@ from models.deps import require
 from training.data import PairSet, load_pairs, parse_columns
 from training.labels import parse_label_map
 
-__all__ = ["add_pair_format", "add_target", "guarantee_delta", "pairs_from_args", "require_eval_extra", "targets_of"]
+__all__ = ["add_pair_format", "add_target", "group_by_of", "guarantee_delta", "pairs_from_args", "require_eval_extra",
+           "targets_of"]
 
 
 def require_eval_extra(*, plots: bool = False) -> None:
@@ -35,6 +36,11 @@ def pairs_from_args(args: argparse.Namespace, path: str | Path, *, labelled: boo
     """The pairs at ``path``, read with the command's --columns and --label-map."""
     label_map = parse_label_map(getattr(args, "label_map", None)) if labelled else None
     return load_pairs(path, label_map=label_map, labelled=labelled, columns=parse_columns(args.columns))
+
+
+def group_by_of(args: argparse.Namespace) -> str | None:
+    """The --group-by field, or None for 'none' (every pair one group)."""
+    return None if args.group_by.lower() == "none" else args.group_by
 
 
 def add_target(p: argparse.ArgumentParser, default_delta: float | None = None, default_calibration: str = "auto"

@@ -9,7 +9,14 @@ from pathlib import Path
 from models.bundle import read_bundle
 from models.output import print_json
 from models.registry import resolve_bundle
-from training.commands.common import add_pair_format, add_target, guarantee_delta, pairs_from_args, targets_of
+from training.commands.common import (
+    add_pair_format,
+    add_target,
+    group_by_of,
+    guarantee_delta,
+    pairs_from_args,
+    targets_of,
+)
 from training.data import PairSet
 
 BASE_LR = 4e-5  # from the untrained base model
@@ -173,7 +180,7 @@ def _train_embedder(args: argparse.Namespace) -> int:
     from training.embedder_finetune import EmbedderTrainConfig, finetune_embedder
 
     config = EmbedderTrainConfig(base=args.base, per_group=args.per_group,
-                                 group_by=None if args.group_by.lower() == "none" else args.group_by,
+                                 group_by=group_by_of(args),
                                  epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
                                  max_length=args.max_length, alpha=args.alpha, max_minutes=args.max_minutes,
                                  seed=args.seed, threads=args.threads, device=args.device)
@@ -224,7 +231,7 @@ def _fuse(args: argparse.Namespace) -> int:
     target_error, target_escalation = targets_of(args)
     delta = guarantee_delta(args, target_escalation)
     print_json(fuse_bundle(args.model, pairs_from_args(args, args.data), args.out,
-                           group_by=None if args.group_by.lower() == "none" else args.group_by,
+                           group_by=group_by_of(args),
                            target_error=target_error, target_escalation=target_escalation,
                            delta=delta, calibration=args.calibration, int8_only=args.int8_only,
                            max_flip=args.max_flip, probe_pairs=args.probe_pairs, seed=args.seed,
