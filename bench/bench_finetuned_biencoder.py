@@ -33,7 +33,13 @@ from bench.feature_mix import judge, scored_sets
 from bench.output import emit, work_parser
 from training.base_models import resolve_base
 from training.data import load_pairs
-from training.embedder_finetune import EmbedderTrainConfig, embed_batch, embedder_triplets, train_contrastive
+from training.embedder_finetune import (
+    EmbedderTrainConfig,
+    embed_batch,
+    embedder_triplets,
+    train_contrastive,
+    wise_state,
+)
 
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -104,8 +110,7 @@ def main() -> None:
     def features(pairs: list[tuple[str, str]]) -> dict[str, np.ndarray]:
         out = {}
         for a in args.alphas:
-            encoder.load_state_dict({k: (1 - a) * base_state[k] + a * tuned_state[k]
-                                     if base_state[k].is_floating_point() else tuned_state[k] for k in base_state})
+            encoder.load_state_dict(wise_state(base_state, tuned_state, a))
             out[f"tuned_a{a:g}"] = cosines(torch, tokenizer, encoder, pairs)
         return out
 

@@ -29,7 +29,8 @@ from models.field_types import check_field_types
 from models.types import Verdict
 from training.data import LabelledPair, groups_of
 
-__all__ = ["EmbedderTrainConfig", "embed_batch", "embedder_triplets", "finetune_embedder", "train_contrastive"]
+__all__ = ["EmbedderTrainConfig", "embed_batch", "embedder_triplets", "finetune_embedder", "train_contrastive",
+           "wise_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,13 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple
                               for part in np.array_split(np.asarray(losses), 10)]}
 
 
+def wise_state(untrained: dict[str, Any], tuned: dict[str, Any], alpha: float) -> dict[str, Any]:
+    """WiSE-FT weights: ``(1 - alpha) * untrained + alpha * tuned`` for every float tensor (integer buffers, such
+    as position ids, are the tuned model's)."""
+    return {k: (1 - alpha) * untrained[k] + alpha * tuned[k] if untrained[k].is_floating_point() else tuned[k]
+            for k in untrained}
+
+
 def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
                       config: EmbedderTrainConfig | None = None) -> dict[str, Any]:
     """Fine-tune the bi-encoder on ``pairs`` and write it (model, tokenizer and a training report) to ``out``, a new
@@ -178,9 +186,7 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     curve = train_contrastive(torch, tokenizer, encoder, rows, config)
     encoder.to("cpu")
     if config.alpha < 1:
-        tuned = encoder.state_dict()
-        encoder.load_state_dict({k: (1 - config.alpha) * untrained[k] + config.alpha * tuned[k]
-                                 if untrained[k].is_floating_point() else tuned[k] for k in untrained})
+        encoder.load_state_dict(wise_state(untrained, encoder.state_dict(), config.alpha))
     encoder.save_pretrained(out)
     tokenizer.save_pretrained(out)
     report = {"config": asdict(config), "base": str(base_dir), "pairs": len(pairs), "triplets": len(rows),
