@@ -1,4 +1,5 @@
-"""The shipped all-MiniLM-L6-v2 bi-encoder in int8 ONNX (numpy, tokenizers, onnxruntime; no torch).
+"""The shipped bi-encoder in int8 ONNX (numpy, tokenizers, onnxruntime; no torch): all-MiniLM-L6-v2 fine-tuned by the
+recipe (``crag-minilm-l6-tuned-v1``, :func:`training.recipe.tuned_embedder`), or any export of ``crag export-embedder``.
 
 Used by the retrieval index for dense vectors and by fused graders for the base model's cosine
 (:mod:`grader.fusion`). A text longer than the model's 256 tokens has one vector per overlapping window
@@ -54,7 +55,8 @@ def query_text(embedder: Any, query: str) -> str:
 
 
 class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 through onnxruntime: (n, 384) float32, unit-normalised rows."""
+    """An exported all-MiniLM-L6-v2 (or a fine-tuned copy) through onnxruntime: (n, 384) float32, unit-normalised
+    rows."""
 
     def __init__(self, bundle: str | Path = EMBEDDER_DIR, *, threads: int | None = None, batch_size: int = 1,
                  verify: bool = True) -> None:

@@ -74,11 +74,15 @@ def export_token_embeddings(model: Any, path: Path) -> None:
                           opset_version=17, dynamo=False)
 
 
-def export_embedder(out: str | Path, *, max_length: int = 256, source: str | Path | None = None) -> dict[str, Any]:
+def export_embedder(out: str | Path, *, max_length: int = 256, source: str | Path | None = None,
+                    name: str | None = None) -> dict[str, Any]:
     """Export, quantise, parity-check and write the bundle at ``out``; returns the manifest. ``out`` must be new,
     empty or an earlier embedder export: anything else there is refused before any work. ``source``: a local
     sentence-transformers model folder of the same kind (e.g. all-MiniLM-L6-v2 fine-tuned on your pairs) instead of
-    the shipped all-MiniLM-L6-v2."""
+    the shipped all-MiniLM-L6-v2. ``name``: what the manifest calls it (default: the source folder's name); an index
+    records it and refuses an embedder of another name, so give weights of their own a name of their own."""
+    if name is not None and not (isinstance(name, str) and name.strip()):
+        raise ConfigError(f"name must be a non-empty string (an index records it), got {name!r}")
     if not (isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= MIN_MAX_LENGTH):
         raise ConfigError(f"max_length must be an int >= {MIN_MAX_LENGTH} (tokens read per text), got {max_length!r}")
     check_replaceable_dir(out, key="kind", value="embedder", what="an exported embedder")
@@ -89,7 +93,7 @@ def export_embedder(out: str | Path, *, max_length: int = 256, source: str | Pat
     from training.base_models import DEFAULT_BASE, resolve_base
 
     model_dir = resolve_base(DEFAULT_BASE if source is None else source)
-    name = "all-MiniLM-L6-v2" if source is None else model_dir.name
+    name = name.strip() if name else "all-MiniLM-L6-v2" if source is None else model_dir.name
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     model = transformers.AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
     check_positions(model.config, max_length, name)

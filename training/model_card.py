@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,26 @@ def _baseline_rows(reports: dict[str, dict[str, Any]], trained: set[str]) -> lis
     return lines
 
 
+def embedder_description(bundle_dir: Path, m: Any) -> str:
+    """What a fused bundle's embedder folder holds, from its manifest: the frozen all-MiniLM-L6-v2 or another export
+    (the recipe's fine-tuned one, which the index embeds with too)."""
+    from training.recipe import EMBEDDER_NAME  # lazily: the recipe module imports this one to write cards
+
+    try:
+        embedder = json.loads((bundle_dir / FusionHead.from_dict(m.fusion).embedder / "manifest.json")
+                              .read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "the bi-encoder whose cosine is fused, int8"
+    name = str(embedder.get("name", "all-MiniLM-L6-v2"))
+    if name == "all-MiniLM-L6-v2":
+        return "the frozen all-MiniLM-L6-v2 bi-encoder, int8"
+    if name == EMBEDDER_NAME:
+        return (f"the bi-encoder `{name}`: all-MiniLM-L6-v2 fine-tuned contrastively on the recipe's training split "
+                "(`crag train-embedder`, `training.recipe.tuned_embedder`), int8; the shipped index embedder "
+                "(`models/embedders/minilm-l6`) is the same model, so a search's vectors are reused")
+    return f"the bi-encoder `{name}` ({embedder.get('source', 'an export of crag export-embedder')}), int8"
+
+
 def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
     """How the cosine was mixed in (crag fuse) and what each domain gained, leaving it out or not."""
     fusion = m.metrics.get("fusion")
@@ -74,7 +95,7 @@ def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
         return []
     head = FusionHead.from_dict(m.fusion)
     w_ce, w_cos = head.weights
-    lines = ["", "## Fusion with the frozen bi-encoder (`crag fuse`)",
+    lines = ["", "## Fusion with the bi-encoder (`crag fuse`)",
              f"score = {w_ce:.4f} * cross-encoder logit + {w_cos:.4f} * bi-encoder cosine + {head.bias:.4f}"
              f" (cosine share {fusion['cosine_share']:.2f} of the standardised score), chosen so that the worst"
              " domain of the fusion data gains the most over the cosine alone; then calibrated and thresholded."
@@ -88,8 +109,13 @@ def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
                      f"{r['auroc_biencoder']:.4f} | {r['auroc_fused']:.4f} | {_fmt(held.get('auroc_fused'))} |")
     parity = m.parity.get("fused_int8")
     if parity:
-        lines.append(f"\nint8 vs fp32 fused verdicts on {parity['probe_pairs']} pairs: "
+        lines.append(f"\nint8 vs fp32 cross-encoder, fused verdicts on {parity['probe_pairs']} pairs: "
                      f"{parity['verdict_flip_share']:.2%} flipped, {parity['decision_change_share']:.2%} changed band.")
+    parity = m.parity.get("fused_embedder_int8")
+    if parity:
+        lines.append(f"int8 vs fp32 bi-encoder, fused verdicts on {parity['probe_pairs']} pairs: "
+                     f"{parity['verdict_flip_share']:.2%} flipped, {parity['decision_change_share']:.2%} changed band "
+                     f"(`{parity.get('measured_by', 'bench/bench_fused_embedder_parity.py')}`).")
     return lines
 
 
@@ -253,7 +279,7 @@ def write_model_card(bundle_dir: str | Path, reports: dict[str, dict[str, Any]])
         f"- Base: all-MiniLM-L6-v2 (`{m.base_model}`, 6 layers, 384 hidden, Apache-2.0), fine-tuned as a binary",
         f"  cross-encoder ({training.get('head', 'binary')}), max_length {m.max_length}.{student}",
         f"- Files: {', '.join(sorted(m.model_files.values()))} (dynamic int8, onnxruntime); tokenizer.json"
-        + ("; embedder/ (the frozen all-MiniLM-L6-v2 bi-encoder, int8)." if m.fusion else "."),
+        + (f"; embedder/ ({embedder_description(bundle.path, m)})." if m.fusion else "."),
         f"- Calibration: {m.calibration.get('method')}"
         + (" fitted on the fused logit of the fusion data." if m.fusion else " fitted on the validation split."),
         f"- Thresholds: lower {t.get('lower', 0):.4f}, upper {t.get('upper', 0):.4f},"

@@ -12,7 +12,11 @@ Stages (each skipped when its output already exists, so a stopped run resumes):
    the checkpoint is chosen by the mean per-domain validation AUROC, with early stopping. Calibration and
    thresholds are fitted on the validation split, thresholds so that the target holds on every domain.
 3. export: ONNX + dynamic int8 with the parity gate; the int8 file alone is shipped.
-4. evaluate: held-out test sets of every domain, each beside the untrained bi-encoder's AUROC.
+4. embedder: the bi-encoder fine-tuned on the training split (contrastive, ``crag train-embedder``) and exported
+   (``crag export-embedder``): its cosine is fused with the cross-encoder (``crag fuse``), and the index embeds
+   with it (``models/embedders/minilm-l6``). Its cosine alone reads domains it never saw better than the frozen
+   model's (docs/grader-experiments.md); ``tune_embedder=False`` fuses the frozen all-MiniLM-L6-v2 instead.
+5. evaluate: held-out test sets of every domain, each beside the untrained bi-encoder's AUROC.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +47,8 @@ from training.data_mix import (
     wikiqa_sampled,
 )
 
-__all__ = ["RecipeConfig", "domain_sets", "model_decided_by_domain", "prepare_default_data", "run_default_recipe"]
+__all__ = ["EMBEDDER_NAME", "RecipeConfig", "domain_sets", "model_decided_by_domain", "prepare_default_data",
+           "run_default_recipe", "tuned_embedder"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,7 @@ SQUAD_TEST_ARTICLES = 4
 TREC_GRADES = {3: Verdict.RELEVANT, 2: Verdict.PARTIAL, 1: Verdict.IRRELEVANT, 0: Verdict.IRRELEVANT}
 NOVEL_GRADES = {2: Verdict.RELEVANT, 1: Verdict.PARTIAL, 0: Verdict.IRRELEVANT}
 SPLITS = ("train", "val", "test")
+EMBEDDER_NAME = "crag-minilm-l6-tuned-v1"  # an index records it: weights of their own need a name of their own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +90,9 @@ class RecipeConfig:
     teacher: str | None = None  # a student learns from this bundle's scores as well as from the labels
     distill_weight: float = 0.5
     cosine_offset: bool = False  # train the cross-encoder on top of the frozen cosine (see training.finetune)
+    tune_embedder: bool = True  # fuse a fine-tuned bi-encoder's cosine (stage 4), not the frozen one's
+    embedder_seed: int = 0  # the shipped embedder's seed (its own, so that a student's recipe reuses it)
+    embedder_max_minutes: float = 25.0
     name: str = "default"
 
     def __post_init__(self) -> None:
@@ -90,6 +100,7 @@ class RecipeConfig:
         check_field_types(self)
         bad = [f"{name} must be {rule}, got {getattr(self, name)!r}" for ok, name, rule in (
             (self.max_minutes >= 0, "max_minutes", ">= 0 (0: no bound)"),
+            (self.embedder_max_minutes >= 0, "embedder_max_minutes", ">= 0 (0: no bound)"),
             (self.max_steps >= 0, "max_steps", ">= 0 (0: no bound)"),
             (self.layers >= 0, "layers", ">= 0 (0: all)"),
             (0 <= self.distill_weight <= 1, "distill_weight", "in [0, 1]"),
@@ -241,6 +252,22 @@ def fusion_splits(files: dict[str, Path], work: Path, config: RecipeConfig) -> t
     return paths
 
 
+def tuned_embedder(train: Path, work: Path, config: RecipeConfig) -> Path:
+    """Stage 4: the bi-encoder fine-tuned on ``train`` (at most 2,500 triplets per domain) and exported to int8 ONNX
+    under ``work``; returns the export's folder (each step is skipped when its output exists)."""
+    from training.embedder_finetune import REPORT_FILE, EmbedderTrainConfig, finetune_embedder
+    from training.export_embedder import export_embedder
+
+    model, onnx = work / "embedder-tuned", work / "embedder-tuned-onnx"
+    if not (onnx / "manifest.json").is_file():
+        if not (model / REPORT_FILE).is_file():
+            shutil.rmtree(model, ignore_errors=True)  # a run stopped while training left no report: start again
+            finetune_embedder(load_pairs(train).pairs, model, EmbedderTrainConfig(
+                seed=config.embedder_seed, max_minutes=config.embedder_max_minutes, device=config.device))
+        export_embedder(onnx, source=model, name=EMBEDDER_NAME)
+    return onnx
+
+
 def run_default_recipe(
     data_dir: str | Path, work: str | Path, out: str | Path, config: RecipeConfig | None = None,
     progress: bool = True,
@@ -291,9 +318,10 @@ def run_default_recipe(
     if not (exported / "manifest.json").is_file():
         # int8 is gated below on the fused verdicts, which are what the bundle ships
         export_bundle(trained, exported, int8=True, keep_fp32=True, probe=files["val"], max_flip_share=1.0)
+    embedder = tuned_embedder(files["train"], work, config) if config.tune_embedder else None
     fuse_path, heldout_path = fusion_splits(files, work, config)
     fusion = fuse_bundle(exported, fuse_path, out, group_by="domain", target_error=config.target_error,
-                         int8_only=True)
+                         int8_only=True, embedder=embedder)
     (work / f"fusion{suffix}.json").write_text(json.dumps(fusion, indent=2) + "\n", encoding="utf-8")
     reports: dict[str, Any] = {}
     for domain, pairs in domain_sets(heldout_path).items():

@@ -20,6 +20,7 @@ from pipeline.corrective.assembly import WEB_PROVIDERS, PipelineSettings, build_
 from pipeline.corrective.correction import first_search
 from pipeline.corrective.loop import CorrectiveRAG, Outcome
 from pipeline.retrieval.documents import FILTER_FIELDS, Principal, check_name
+from pipeline.retrieval.embedding import default_embedder_name
 from pipeline.retrieval.index import LocalHybridIndex
 
 if TYPE_CHECKING:
@@ -50,7 +51,9 @@ def demo_index() -> Path:
     add the corpus again and every answer would cite duplicates."""
     corpus = (DEMO_DIR / "corpus").resolve()
     install = hashlib.blake2b(str(corpus).encode("utf-8"), digest_size=6).hexdigest()
-    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / f"demo-index-v3-{install}"
+    # and one per shipped embedder: an upgrade that ships another builds its own, not a refused mix of the two
+    embedder = hashlib.blake2b(default_embedder_name().encode("utf-8"), digest_size=3).hexdigest()
+    root = Path(os.environ.get("CRAG_CACHE", Path.home() / ".cache" / "crag")) / f"demo-index-v3-{install}-{embedder}"
     ingest(LocalHybridIndex(root, strip_vectors=True), [corpus], tenant=DEMO_TENANT)
     return root
 
@@ -184,6 +187,14 @@ def _index_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_reembed(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if isinstance(store, LocalHybridIndex):
+        store = LocalHybridIndex.open_existing(args.index)  # a mistyped folder is an error, not a new index
+    print_json(store.reembed())
+    return 0
+
+
 def _index_migrate(args: argparse.Namespace) -> int:
     from pipeline.retrieval.legacy_index import migrate_file_index
 
@@ -254,6 +265,10 @@ def register_index(sub: argparse._SubParsersAction) -> None:
     stats = isub.add_parser("stats", help="chunks per tenant, documents, embedder, size")
     stats.add_argument("--index", required=True)
     stats.set_defaults(handler=_index_stats)
+    reembed = isub.add_parser("reembed", help="replace every stored vector with the shipped embedder's (an index built "
+                                              "with another one, e.g. by an earlier release; the chunks are kept)")
+    _add_store(reembed)
+    reembed.set_defaults(handler=_index_reembed)
     migrate = isub.add_parser("migrate", help="convert an index folder of the old file format to SQLite")
     migrate.add_argument("index", help="the old index folder (chunks.jsonl + vectors.npy; kept as *.migrated)")
     migrate.set_defaults(handler=_index_migrate)

@@ -1,6 +1,8 @@
-"""Dense embedders for retrieval: the shipped all-MiniLM-L6-v2 ONNX bundle (no torch), or sentence-transformers.
+"""Dense embedders for retrieval: the shipped ONNX bundle (no torch), or sentence-transformers.
 
-The ONNX bundle (``models/embedders/minilm-l6``, exported by ``crag export-embedder``) holds the
+The ONNX bundle (``models/embedders/minilm-l6``: all-MiniLM-L6-v2 fine-tuned by the recipe's ``crag train-embedder``
+stage, named ``crag-minilm-l6-tuned-v1``, exported by ``crag export-embedder``; the fused default grader reads the
+same model, so a search's vectors are its cosine's) holds the
 int8 encoder and its tokenizer; mean pooling and L2 normalisation run in numpy, as sentence-transformers
 does for this model. Texts are embedded one at a time by default: dynamic int8 scales activations per
 batch, and a chunk's vector should not depend on which chunks were indexed with it.
@@ -8,6 +10,7 @@ batch, and a chunk's vector should not depend on which chunks were indexed with 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -19,7 +22,7 @@ from models.deps import require
 from models.errors import BundleError
 
 __all__ = ["EMBEDDER_DIR", "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder", "default_embedder",
-           "query_text"]
+           "default_embedder_name", "query_text"]
 
 
 
@@ -46,9 +49,19 @@ class SentenceTransformerEmbedder:
                                              show_progress_bar=False), dtype=np.float32)
 
 
+def _check_shipped() -> None:
+    if not (EMBEDDER_DIR / "manifest.json").is_file():
+        raise BundleError(f"the embedder bundle {EMBEDDER_DIR} is missing; reinstall crag-grader (it ships there), or "
+                          f"copy the default grader's embedder/ folder (models/bundles/default/embedder) to it")
+
+
 def default_embedder() -> Embedder:
     """The shipped ONNX embedder; a clear error if the bundle is missing."""
-    if not (EMBEDDER_DIR / "manifest.json").is_file():
-        raise BundleError(f"the embedder bundle {EMBEDDER_DIR} is missing; create it with "
-                          f"`crag export-embedder --out {EMBEDDER_DIR}`")
+    _check_shipped()
     return OnnxMiniLMEmbedder()
+
+
+def default_embedder_name() -> str:
+    """The shipped embedder's name (what an index built with it records), without loading the model."""
+    _check_shipped()
+    return str(json.loads((EMBEDDER_DIR / "manifest.json").read_text(encoding="utf-8")).get("name", ""))

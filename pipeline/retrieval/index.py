@@ -190,7 +190,49 @@ class LocalHybridIndex:
         built_with = self._meta(conn).get("embedder") if conn is not None else None
         if built_with and built_with != embedder.name:
             raise DataError(f"index {self.root} was built with the embedder {built_with!r}, not {embedder.name!r}: "
-                            "its vectors are not comparable; rebuild it or pass that embedder")
+                            f"its vectors are not comparable; re-embed it with `crag index reembed --index "
+                            f"{self.root}` (its chunks are kept), or pass that embedder")
+
+    def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256) -> dict[str, Any]:
+        """Replace every stored vector (chunks and sentence strips) with ``embedder``'s (default: the shipped one) and
+        record it as the index's embedder: the way to move an index built with another embedder (such as the
+        untrained all-MiniLM-L6-v2 of earlier releases) onto this one without re-reading its documents. One write
+        transaction: readers see the old vectors until it commits, and a failure leaves the index as it was."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        conn = self._conn()
+        if conn is None:
+            raise DataError(f"{self.root} is not an index; build it with `crag index add --index {self.root} FILES`")
+        self._embedder = embedder or default_embedder()  # no check: moving off the recorded embedder is the point
+        before = self._meta(conn).get("embedder")
+        if before is None:  # nothing written yet: the first write records the embedder that writes it
+            return {"index": str(self.root), "chunks": 0, "chunks_with_strip_vectors": 0, "embedder_before": None,
+                    "embedder": self.embedder.name}
+        dim = len(self._embed(["What dimension?"])[0])
+        if self._meta(conn).get("dim") not in (None, str(dim)):
+            raise DataError(f"the embedder {self.embedder.name!r} gives {dim} dimensions, the index {self.root} "
+                            f"{self._meta(conn)['dim']}: its binary codes cannot hold them; build a new index")
+        with write_transaction(conn):  # rows read inside it: a concurrent writer's chunks are re-embedded too
+            rows = conn.execute("SELECT rowid, scope, text FROM chunks ORDER BY rowid").fetchall()
+            for start in range(0, len(rows), batch_size):
+                part = rows[start:start + batch_size]
+                for (rowid, scope, _), vector in zip(part, self._embed([text for _, _, text in part]), strict=True):
+                    conn.execute("UPDATE vectors SET vector = ? WHERE rowid = ?", (vector.tobytes(), rowid))
+                    conn.execute("DELETE FROM vec WHERE rowid = ?", (rowid,))
+                    conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
+                                 (rowid, scope, np.packbits(vector > 0).tobytes()))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)",
+                         (self.embedder.name, str(dim)))
+            conn.execute("DELETE FROM meta WHERE key = 'embedder_vectors'")
+            identity = getattr(self.embedder, "vector_identity", None)
+            if identity:
+                conn.execute("INSERT INTO meta VALUES ('embedder_vectors', ?)", (identity,))
+            strips = 0
+            if strip_store.enabled(self._meta(conn)):
+                conn.execute("DELETE FROM strip_vectors")
+                strips = strip_store.backfill(conn, self._embed)
+        return {"index": str(self.root), "chunks": len(rows), "chunks_with_strip_vectors": strips,
+                "embedder_before": before, "embedder": self.embedder.name}
 
     @property
     def embedder(self) -> Embedder:
@@ -307,7 +349,8 @@ class LocalHybridIndex:
             conn.execute("DELETE FROM meta WHERE key = 'embedder_vectors'")
         if meta["embedder"] != self.embedder.name or meta.get("dim") != str(dim):
             raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
-                            f"dimensions), not {self.embedder.name!r} ({dim}); rebuild it or pass that embedder")
+                            f"dimensions), not {self.embedder.name!r} ({dim}); re-embed it with `crag index reembed "
+                            f"--index {self.root}`, or pass that embedder")
 
     def _insert(self, conn: Any, chunk: StoredChunk, vector: np.ndarray) -> int:
         scope = scope_of(chunk.tenant, chunk.allowed_roles)

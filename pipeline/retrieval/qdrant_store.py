@@ -16,7 +16,7 @@ from typing import Any
 
 from grader.resilience import check_http_url
 from models.deps import require
-from models.errors import ConfigError, StoreError
+from models.errors import ConfigError, DataError, StoreError
 from pipeline.retrieval.documents import (
     ACCESS_DENIED_MIN_COVERAGE,
     FILTER_FIELDS,
@@ -35,6 +35,7 @@ from pipeline.retrieval.words import content_terms
 __all__ = ["QdrantRetriever"]
 
 DENSE, SPARSE = "dense", "bm25"
+LEGACY_EMBEDDER = "all-MiniLM-L6-v2"  # what a collection that records no embedder was built with (earlier releases)
 K1, B, AVG_TOKENS = 1.2, 0.75, 120.0
 
 
@@ -105,6 +106,7 @@ class QdrantRetriever:
         self.collection = collection
         self.prefetch_factor = prefetch_factor
         self._embedder = embedder
+        self._embedder_checked = False
 
     @property
     def embedder(self) -> Embedder:
@@ -112,13 +114,56 @@ class QdrantRetriever:
             self._embedder = default_embedder()
         return self._embedder
 
+    def _check_embedder(self) -> None:
+        """Refuse to search or write a collection whose vectors another embedder made (recorded in the collection's
+        metadata; one without the record was made by an earlier release, with all-MiniLM-L6-v2)."""
+        if self._embedder_checked or not self.client.collection_exists(self.collection):
+            return
+        built_with = (self.client.get_collection(self.collection).config.metadata or {}).get("embedder",
+                                                                                              LEGACY_EMBEDDER)
+        if built_with != self.embedder.name:
+            raise DataError(f"Qdrant collection {self.collection!r} was built with the embedder {built_with!r}, not "
+                            f"{self.embedder.name!r}: its vectors are not comparable; re-embed it with `crag index "
+                            f"reembed --qdrant-url URL --collection {self.collection}` (its chunks are kept), or pass "
+                            "that embedder")
+        self._embedder_checked = True
+
+    def reembed(self, *, batch_size: int = 256) -> dict[str, Any]:
+        """Replace every point's dense vector with this retriever's embedder's and record it in the collection's
+        metadata (as :meth:`LocalHybridIndex.reembed`). Qdrant has no transactions: searches meanwhile mix old and new
+        vectors, and after a failure run it again (it re-embeds everything, records the embedder last)."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        if not self.client.collection_exists(self.collection):
+            raise DataError(f"Qdrant has no collection {self.collection!r}; create it with `crag index add`")
+        before = (self.client.get_collection(self.collection).config.metadata or {}).get("embedder", LEGACY_EMBEDDER)
+        models, offset, done = self._qm, None, 0
+        while True:
+            points, offset = self.client.scroll(self.collection, limit=batch_size, offset=offset,
+                                                with_payload=["text"], with_vectors=False)
+            if points:
+                vectors = self.embedder.embed([str((p.payload or {}).get("text", "")) for p in points])
+                self.client.update_vectors(self.collection, wait=True, points=[
+                    models.PointVectors(id=p.id, vector={DENSE: v.tolist()}) for p, v in zip(points, vectors,
+                                                                                             strict=True)])
+                done += len(points)
+            if offset is None:
+                break
+        self.client.update_collection(self.collection, metadata={"embedder": self.embedder.name})
+        self._embedder_checked = True
+        return {"collection": self.collection, "chunks": done, "embedder_before": before,
+                "embedder": self.embedder.name}
+
     def _ensure_collection(self, size: int) -> None:
         client, models = self.client, self._qm
         if client.collection_exists(self.collection):
+            self._check_embedder()
             return
         client.create_collection(
             self.collection, vectors_config={DENSE: models.VectorParams(size=size, distance=models.Distance.COSINE)},
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)})
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            metadata={"embedder": self.embedder.name})
+        self._embedder_checked = True
         for key in ("tenant", "allowed_roles", "status", "metadata.path", "source"):
             client.create_payload_index(self.collection, key, models.PayloadSchemaType.KEYWORD)
 
@@ -267,6 +312,7 @@ class QdrantRetriever:
         check_search(query, principal, k, filters)
         if not self.client.collection_exists(self.collection):
             return []
+        self._check_embedder()
         models = self._qm
         scope = self._filter(principal, filters)
         dense = self.embedder.embed([query_text(self.embedder, query)])[0].tolist()

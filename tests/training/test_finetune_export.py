@@ -108,6 +108,9 @@ def test_export_embedder_refuses_a_directory_it_did_not_write(tiny_onnx_bundle, 
                                                                        "has 512 positions")):
         with pytest.raises(ConfigError, match=named):  # 1024 used to export a model that failed on long texts
             export_embedder(tmp_path / "new", max_length=length)
+    for name in ("", "  ", 7):  # an index tells embedders apart by name: an empty one would match nothing
+        with pytest.raises(ConfigError, match="name must be a non-empty string"):
+            export_embedder(tmp_path / "new", name=name)
     assert not (tmp_path / "new").exists()
 
 

@@ -87,7 +87,8 @@ def test_crag_fuse_writes_a_verified_calibrated_int8_bundle(tiny_onnx_bundle, sq
     assert manifest["model_files"] == {"int8": "model.int8.onnx"} and not (out / "model.onnx").exists()
     assert "embedder/model.int8.onnx" in manifest["files"] and (out / "MODEL_CARD.md").is_file()
     card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
-    assert "## Fusion with the frozen bi-encoder" in card and "| Huguenot |" in card
+    assert "## Fusion with the bi-encoder" in card and "| Huguenot |" in card
+    assert "embedder/ (the bi-encoder `crag-minilm-l6-tuned-v1`: all-MiniLM-L6-v2 fine-tuned contrastively" in card
     assert "per domain of the calibration data" in card and "fused verdicts on" in card
 
     fused = load_grader(out)
@@ -159,14 +160,16 @@ def test_a_fine_tuned_embedder_is_exported_fused_and_shipped_in_the_bundle(tiny_
     shutil.copyfile(base / "tokenizer.json", source / "tokenizer.json")
     shutil.copyfile(base / "tokenizer_config.json", source / "tokenizer_config.json")
     embedder_dir = tmp_path / "embedder"
-    assert main(["export-embedder", "--out", str(embedder_dir), "--source", str(source)]) == 0
+    assert main(["export-embedder", "--out", str(embedder_dir), "--source", str(source), "--name", "my-tuned"]) == 0
     manifest = json.loads((embedder_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["name"] == "my-encoder" and str(source) in manifest["source"] and manifest["dim"] == 32
+    assert manifest["name"] == "my-tuned" and str(source) in manifest["source"] and manifest["dim"] == 32
     out = tmp_path / "fused"
     assert main(["fuse", "--model", str(tiny_onnx_bundle), "--data", str(squad_pairs_file), "--group-by", "source",
                  "--out", str(out), "--target-escalation", "0.5", "--embedder", str(embedder_dir)]) == 0
     capsys.readouterr()
-    assert json.loads((out / "embedder" / "manifest.json").read_text(encoding="utf-8"))["name"] == "my-encoder"
+    assert json.loads((out / "embedder" / "manifest.json").read_text(encoding="utf-8"))["name"] == "my-tuned"
+    card = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert f"embedder/ (the bi-encoder `my-tuned` (local model folder {source}), int8)" in card
     pairs = [(p.query, p.text) for p in load_pairs(squad_pairs_file).pairs[:6]]
     fused = load_grader(out)
     _, cos = fused.score_pairs(pairs).fusion_inputs

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from models.errors import ConfigError
@@ -18,3 +20,26 @@ def test_a_bad_recipe_knob_is_refused_before_any_data_is_prepared(knobs, named):
         RecipeConfig(**knobs)
     assert named in str(caught.value)
     assert RecipeConfig().max_minutes == 70.0  # the shipped recipe's own knobs pass
+
+
+def test_the_recipe_tunes_and_exports_the_embedder_once_and_names_it(squad_pairs_file, tmp_path):
+    import json
+
+    from training.data import load_pairs, write_pairs
+    from training.recipe import EMBEDDER_NAME, tuned_embedder
+
+    pairs = [dataclasses.replace(p, metadata={**p.metadata, "domain": "wikipedia"})
+             for p in load_pairs(squad_pairs_file).pairs]
+    train = tmp_path / "train.jsonl"
+    write_pairs(pairs, train)
+    work = tmp_path / "work"
+    (work / "embedder-tuned").mkdir(parents=True)
+    (work / "embedder-tuned" / "config.json").write_text("{}")  # a run stopped mid-training: trained again
+    onnx = tuned_embedder(train, work, RecipeConfig(embedder_max_minutes=2.0))
+    manifest = json.loads((onnx / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["name"] == EMBEDDER_NAME and str(work / "embedder-tuned") in manifest["source"]
+    report = json.loads((work / "embedder-tuned" / "embedder_training.json").read_text(encoding="utf-8"))
+    assert report["config"]["seed"] == 0 and report["config"]["max_minutes"] == 2.0 and report["triplets"] > 0
+    stamp = (onnx / "model.int8.onnx").stat().st_mtime_ns
+    assert tuned_embedder(train, work, RecipeConfig()) == onnx  # a resumed recipe reuses it
+    assert (onnx / "model.int8.onnx").stat().st_mtime_ns == stamp

@@ -411,6 +411,24 @@ def test_index_add_can_store_strip_vectors_locally_only(capsys, tmp_path):
     assert "--strip-vectors is an option of the local index" in capsys.readouterr().err
 
 
+def test_index_reembed_moves_an_index_of_an_earlier_embedder_onto_the_shipped_one(capsys, tmp_path):
+    from pipeline.retrieval.embedding import default_embedder
+    from pipeline.retrieval.index import LocalHybridIndex
+    from tests.pipeline.conftest import HashEmbedder, make_chunk
+
+    index = str(tmp_path / "idx")
+    LocalHybridIndex(index, embedder=HashEmbedder()).write([make_chunk("p", "Paris is the capital of France.")])
+    assert main(["ask", "What is the capital of France?", "--index", index, "--tenant", "a"]) == 2
+    assert f"re-embed it with `crag index reembed --index {index}`" in capsys.readouterr().err
+    assert main(["index", "reembed", "--index", index]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["chunks"], report["embedder_before"], report["embedder"]) == (1, "hash", default_embedder().name)
+    assert main(["index", "search", "capital of France", "--index", index, "--tenant", "a", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["chunk_id"] == "p"
+    assert main(["index", "reembed", "--index", str(tmp_path / "typo")]) == 2
+    assert "is not an index" in capsys.readouterr().err and not (tmp_path / "typo").exists()
+
+
 def test_index_create_makes_an_empty_index_to_fill_over_http_and_never_overwrites(capsys, tmp_path):
     index = str(tmp_path / "idx")
     assert main(["index", "create", "--index", index, "--strip-vectors"]) == 0

@@ -104,3 +104,52 @@ def test_qdrant_matches_a_float_metadata_value_as_the_local_index_does(qdrant):
     who = Principal(tenant="t")
     assert [c.chunk_id for c, _ in qdrant.search("Paris release notes", who, filters={"version": 1.5})] == ["v15"]
     assert [c.chunk_id for c, _ in qdrant.search("Paris release notes", who, filters={"version": 2})] == ["v2"]
+
+
+def test_a_collection_of_another_embedder_is_refused_until_it_is_reembedded(qdrant):
+    import numpy as np
+
+    from models.errors import DataError
+    from pipeline.retrieval.qdrant_store import DENSE, QdrantRetriever
+
+    class Other(HashEmbedder):
+        name = "other-model"
+
+        def embed(self, texts):
+            return -super().embed(texts)  # other vectors, same dimension
+
+    qdrant.add([make_chunk("p", "Paris is the capital of France."), make_chunk("b", "Bananas are yellow.")])
+    other = QdrantRetriever("docs", client=qdrant.client._client, embedder=Other())
+    reader = Principal(tenant="a", roles=frozenset())
+    for act in (lambda: other.search("capital of France", reader), lambda: other.add([make_chunk("x", "X.")])):
+        with pytest.raises(DataError, match=r"built with the embedder 'hash', not 'other-model'.*crag index reembed"):
+            act()
+    assert other.reembed(batch_size=1) == {"collection": "docs", "chunks": 2, "embedder_before": "hash",
+                                           "embedder": "other-model"}
+    points, _ = other.client.scroll("docs", limit=10, with_payload=True, with_vectors=True)
+    assert all(np.allclose(p.vector[DENSE], Other().embed([p.payload["text"]])[0], atol=1e-6) for p in points)
+    assert [c.chunk_id for c, _ in other.search("capital of France", reader, k=1)] == ["p"]
+    with pytest.raises(DataError, match="built with the embedder 'other-model', not 'hash'"):
+        QdrantRetriever("docs", client=qdrant.client._client, embedder=HashEmbedder()).search("France", reader)
+    with pytest.raises(DataError, match="has no collection 'nothing'"):
+        QdrantRetriever("nothing", client=qdrant.client._client, embedder=Other()).reembed()
+
+
+def test_a_collection_that_records_no_embedder_was_made_with_all_minilm_l6_v2():
+    from qdrant_client import QdrantClient, models
+
+    from models.errors import DataError
+    from pipeline.retrieval.qdrant_store import DENSE, SPARSE, QdrantRetriever
+
+    client = QdrantClient(location=":memory:")  # as earlier releases made it: no metadata
+    client.create_collection("old", vectors_config={DENSE: models.VectorParams(size=384,
+                                                                               distance=models.Distance.COSINE)},
+                             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)})
+    reader = Principal(tenant="a", roles=frozenset())
+    with pytest.raises(DataError, match="built with the embedder 'all-MiniLM-L6-v2', not 'hash'"):
+        QdrantRetriever("old", client=client, embedder=HashEmbedder()).search("France", reader)
+
+    class Legacy(HashEmbedder):
+        name = "all-MiniLM-L6-v2"
+
+    assert QdrantRetriever("old", client=client, embedder=Legacy()).search("France", reader) == []

@@ -145,3 +145,56 @@ def test_a_table_record_stores_no_strip_vectors_of_its_own(tmp_path, embedder):
     plain.write([*DOCS, record])
     LocalHybridIndex(tmp_path / "later", embedder=embedder, strip_vectors=True).write([*DOCS, record])
     assert set(_stored(plain)) == expected  # filled in later: the same
+
+
+def test_reembed_moves_an_index_of_another_embedder_onto_the_shipped_one_keeping_its_chunks(tmp_path, embedder):
+    from models import DataError
+
+    root = tmp_path / "idx"
+    old = LocalHybridIndex(root, embedder=HashEmbedder(), strip_vectors=False)
+    old.write(DOCS)
+    old.close()
+    LocalHybridIndex(root, embedder=HashEmbedder(), strip_vectors=False)._conn().execute(
+        "INSERT OR REPLACE INTO meta VALUES ('strip_vectors', '1')")  # as an index of an earlier release with strips
+    with pytest.raises(DataError, match=r"built with the embedder 'hash'.*crag index reembed --index"):
+        LocalHybridIndex(root, embedder=embedder)
+    index = LocalHybridIndex(root)
+    report = index.reembed(embedder)
+    assert report == {"index": str(root), "chunks": 2, "chunks_with_strip_vectors": 2, "embedder_before": "hash",
+                      "embedder": embedder.name}
+    moved = LocalHybridIndex(root, embedder=embedder)  # no longer refused
+    assert moved.stats()["embedder"] == embedder.name and len(moved) == 2
+    conn = moved._conn()
+    stored = dict(conn.execute("SELECT c.text, v.vector FROM chunks c JOIN vectors v ON v.rowid = c.rowid"))
+    for doc in DOCS:  # the shipped embedder's vectors, bit-identical (a fused grader may reuse them)
+        assert np.array_equal(np.frombuffer(stored[doc.text], dtype=np.float32), embedder.embed([doc.text])[0])
+    strips = _stored(moved)
+    assert len(strips) == 4 and all(np.array_equal(strips[content_key(s)], embedder.embed([s])[0])
+                                    for doc in DOCS for s in sentence_strips(doc.text))
+    assert [c.chunk_id for c, _ in moved.search("capital of France", TENANT_A, k=1)] == ["a-paris"]
+    embedder.cache.clear()
+    moved.search("capital of France", TENANT_A, k=1)  # the index again shares its vectors with the grader
+    assert embedder.cache.get(content_key(DOCS[0].text)) is not None
+    with pytest.raises(DataError, match="is not an index"):
+        LocalHybridIndex(tmp_path / "none").reembed(embedder)
+    assert not (tmp_path / "none" / "index.sqlite").exists()
+
+
+def test_reembed_refuses_an_embedder_of_another_dimension_and_changes_nothing(tmp_path, embedder):
+    from models import DataError
+
+    class Narrow(HashEmbedder):
+        name = "narrow"
+
+        def embed(self, texts):
+            return super().embed(texts)[:, :128].copy()
+
+    index = LocalHybridIndex(tmp_path / "idx", embedder=embedder)
+    index.write(DOCS)
+    before = index._conn().execute("SELECT vector FROM vectors ORDER BY rowid").fetchall()
+    with pytest.raises(DataError, match=r"gives 128 dimensions, the index .* 384"):
+        LocalHybridIndex(tmp_path / "idx").reembed(Narrow())
+    again = LocalHybridIndex(tmp_path / "idx", embedder=embedder)
+    assert again._conn().execute("SELECT vector FROM vectors ORDER BY rowid").fetchall() == before
+    with pytest.raises(ConfigError, match="batch_size must be a positive int"):
+        again.reembed(embedder, batch_size=0)
