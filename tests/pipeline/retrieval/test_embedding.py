@@ -32,7 +32,7 @@ def test_the_shipped_embedder_is_the_fine_tuned_one_and_reads_as_it_should():
     shipped, untrained = embedder.embed(TEXTS), SentenceTransformerEmbedder().embed(TEXTS)
     assert np.allclose(np.linalg.norm(shipped, axis=1), 1.0, atol=1e-5)
     agreement = (shipped * untrained).sum(axis=1)  # moved by training (the untrained export agrees at > 0.99)
-    assert 0.9 < float(agreement.min()) and float(agreement.max()) < 0.99
+    assert float(agreement.min()) > 0.9 and float(agreement.max()) < 0.99
     assert shipped[0] @ shipped[1] > shipped[0] @ shipped[2]
     bundle = EMBEDDER_DIR.parent.parent / "bundles" / "default" / "embedder"  # the default grader fuses this one
     assert (bundle / "model.int8.onnx").read_bytes() == (EMBEDDER_DIR / "model.int8.onnx").read_bytes()
