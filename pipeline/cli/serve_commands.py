@@ -41,15 +41,20 @@ logger = logging.getLogger(__name__)
 
 
 def _retriever(settings: dict[str, Any]) -> Retriever:
+    """The store to serve, its embedder checked now: an index of another embedder fails the start, not each query."""
     if settings.get("qdrant_url"):
         from pipeline.retrieval.qdrant_store import QdrantRetriever
 
-        return QdrantRetriever(settings.get("collection") or "crag", url=settings["qdrant_url"],
-                               api_key=os.environ.get(settings.get("qdrant_api_key_env") or "QDRANT_API_KEY"))
+        qdrant = QdrantRetriever(settings.get("collection") or "crag", url=settings["qdrant_url"],
+                                 api_key=os.environ.get(settings.get("qdrant_api_key_env") or "QDRANT_API_KEY"))
+        qdrant.check_embedder()
+        return qdrant
     index = settings.get("index")
     if not index:
         raise ConfigError("pass --index DIR (built with `crag index add --index DIR FILES`), --demo or --qdrant-url")
-    return LocalHybridIndex.open_existing(index)
+    local = LocalHybridIndex.open_existing(index)
+    local.check_embedder()
+    return local
 
 
 LIMIT_FLAGS = {"max_query_chars": "--max-query-chars", "max_chunks": "--max-chunks",

@@ -234,6 +234,11 @@ class LocalHybridIndex:
         return {"index": str(self.root), "chunks": len(rows), "chunks_with_strip_vectors": strips,
                 "embedder_before": before, "embedder": self.embedder.name}
 
+    def check_embedder(self) -> Embedder:
+        """The embedder, loaded now: an index whose vectors another embedder made is refused here, naming the fix
+        (a service calls it at start-up rather than fail its every query)."""
+        return self.embedder
+
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:

@@ -114,6 +114,11 @@ class QdrantRetriever:
             self._embedder = default_embedder()
         return self._embedder
 
+    def check_embedder(self) -> Embedder:
+        """As :meth:`LocalHybridIndex.check_embedder`: the embedder, and a collection another one built refused now."""
+        self._check_embedder()
+        return self.embedder
+
     def _check_embedder(self) -> None:
         """Refuse to search or write a collection whose vectors another embedder made (recorded in the collection's
         metadata; one without the record was made by an earlier release, with all-MiniLM-L6-v2)."""

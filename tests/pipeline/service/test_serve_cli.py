@@ -346,6 +346,19 @@ def test_serve_refuses_options_out_of_range_by_name_before_starting(capsys, tmp_
     assert named in capsys.readouterr().err
 
 
+def test_serve_refuses_at_start_an_index_of_another_embedder_naming_the_fix(capsys, tmp_path):
+    from pipeline.retrieval.index import LocalHybridIndex
+    from tests.pipeline.conftest import HashEmbedder, make_chunk
+
+    store = tmp_path / "keys.json"
+    assert main(["keys", "create", "--store", str(store), "--tenant", "a"]) == 0
+    index = tmp_path / "idx"  # as an index of an earlier release's embedder
+    LocalHybridIndex(index, embedder=HashEmbedder()).write([make_chunk("p", "Paris is the capital of France.")])
+    capsys.readouterr()
+    assert main(["serve", "--keys", str(store), "--index", str(index)]) == 2  # returns: no server was started
+    assert f"`crag index reembed --index {index}`" in capsys.readouterr().err
+
+
 def test_keys_take_the_store_under_the_name_serve_gives_it(capsys, tmp_path):
     store = tmp_path / "keys.json"
     assert main(["keys", "create", "--keys", str(store), "--tenant", "acme"]) == 0
