@@ -200,7 +200,8 @@ def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair], score:
 
 def cosine_offsets(train: list[LabelledPair], val: list[LabelledPair]) -> tuple[np.ndarray, np.ndarray, dict]:
     """Per-pair offsets a * cosine + b for training and validation pairs, (a, b) a logistic fit of the shipped
-    bi-encoder's cosine (models/embedders/minilm-l6, the one fused bundles read) (first window, as the cross-encoder reads a pair while training) on the training labels."""
+    bi-encoder's cosine (models/embedders/minilm-l6, which fused bundles read; first window, as the cross-encoder
+    reads a pair while training) on the training labels."""
     from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
     from grader.fusion import cosines
 
