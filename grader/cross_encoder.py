@@ -193,7 +193,7 @@ class CrossEncoderGrader:
 
         A text longer than the model's window is read in up to ``max_windows`` overlapping windows and
         its logit is the best window's (the answer may sit anywhere in a long page). A fused bundle then
-        mixes in the frozen bi-encoder's cosine (:mod:`grader.fusion`). Pairs scored lately come from the
+        mixes in its bi-encoder's cosine (:mod:`grader.fusion`). Pairs scored lately come from the
         cache (exactly the same numbers: a pair's score does not depend on what it is graded with); a
         ``batch_size`` other than the grader's own bypasses the cache."""
         start = time.perf_counter()

@@ -3,11 +3,13 @@
 Fine-tuning a cross-encoder on a few domains teaches it answer-level evidence but wears away the plain
 topical signal of the model it started from: on domains it was not trained on, the fine-tuned model alone
 fell below the untrained all-MiniLM-L6-v2 bi-encoder (web passages 0.59 vs 0.74 AUROC). A fused bundle
-therefore also carries that frozen bi-encoder and scores every pair as
+therefore also carries a bi-encoder (the shipped default's: all-MiniLM-L6-v2 fine-tuned contrastively on the
+recipe's training split, whose cosine reads unseen domains better than the untrained model's; until v3.2 the
+untrained model itself) and scores every pair as
 
     logit = w_ce * ce_logit + w_cos * cosine + bias
 
-where ``ce_logit`` is the cross-encoder's logit and ``cosine`` the frozen bi-encoder's cosine between query
+where ``ce_logit`` is the cross-encoder's logit and ``cosine`` the bi-encoder's cosine between query
 and text, each the best over the same number of overlapping windows of a long text. ``crag fuse`` chooses
 the mix so that the worst domain of its data gains the most over the cosine alone (validated leaving each
 domain out), then calibration and thresholds apply to the fused logit like to any other. Word-overlap

@@ -1,4 +1,4 @@
-"""``crag fuse``: mix the frozen bi-encoder's cosine into a cross-encoder bundle's score.
+"""``crag fuse``: mix a bi-encoder's cosine (the shipped one, or ``--embedder``) into a cross-encoder's score.
 
 The mix is chosen for the worst domain, not the average: for each candidate share of the cosine, every
 domain's AUROC gain over the cosine alone (the untrained base model) is measured and the share whose smallest
@@ -209,7 +209,7 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
                 embedder: str | Path | None = None) -> dict[str, Any]:
     """``crag fuse``: choose the fusion on ``data`` (labelled pairs or a file of them), calibrate the fused score,
     write the new bundle. ``embedder``: an exported embedder folder (`crag export-embedder`) whose cosine is fused
-    and shipped in the bundle, instead of the shipped frozen all-MiniLM-L6-v2."""
+    and shipped in the bundle, instead of the shipped embedder (models/embedders/minilm-l6)."""
     from training.data import as_pairs, groups_of, model_decided
     from training.metrics import binary_labels
     from training.recalibrate import cross_encoder_grader, recalibrate

@@ -15,7 +15,7 @@ Stages (each skipped when its output already exists, so a stopped run resumes):
 4. embedder: the bi-encoder fine-tuned on the training split (contrastive, ``crag train-embedder``) and exported
    (``crag export-embedder``): its cosine is fused with the cross-encoder (``crag fuse``), and the index embeds
    with it (``models/embedders/minilm-l6``). Its cosine alone reads domains it never saw better than the frozen
-   model's (docs/grader-experiments.md); ``tune_embedder=False`` fuses the frozen all-MiniLM-L6-v2 instead.
+   model's (docs/grader-experiments.md); ``tune_embedder=False`` fuses the untrained all-MiniLM-L6-v2 instead.
 5. evaluate: held-out test sets of every domain, each beside the untrained bi-encoder's AUROC.
 """
 
@@ -48,7 +48,7 @@ from training.data_mix import (
 )
 
 __all__ = ["EMBEDDER_NAME", "RecipeConfig", "domain_sets", "model_decided_by_domain", "prepare_default_data",
-           "run_default_recipe", "tuned_embedder"]
+           "run_default_recipe", "tuned_embedder", "untrained_embedder"]
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +268,17 @@ def tuned_embedder(train: Path, work: Path, config: RecipeConfig) -> Path:
     return onnx
 
 
+def untrained_embedder(work: Path) -> Path:
+    """For ``tune_embedder=False``: all-MiniLM-L6-v2 as the package ships it, exported under ``work`` (the shipped
+    embedder is the fine-tuned one, so it cannot stand for the untrained model)."""
+    from training.export_embedder import export_embedder
+
+    onnx = work / "embedder-untrained-onnx"
+    if not (onnx / "manifest.json").is_file():
+        export_embedder(onnx)
+    return onnx
+
+
 def run_default_recipe(
     data_dir: str | Path, work: str | Path, out: str | Path, config: RecipeConfig | None = None,
     progress: bool = True,
@@ -318,7 +329,7 @@ def run_default_recipe(
     if not (exported / "manifest.json").is_file():
         # int8 is gated below on the fused verdicts, which are what the bundle ships
         export_bundle(trained, exported, int8=True, keep_fp32=True, probe=files["val"], max_flip_share=1.0)
-    embedder = tuned_embedder(files["train"], work, config) if config.tune_embedder else None
+    embedder = tuned_embedder(files["train"], work, config) if config.tune_embedder else untrained_embedder(work)
     fuse_path, heldout_path = fusion_splits(files, work, config)
     fusion = fuse_bundle(exported, fuse_path, out, group_by="domain", target_error=config.target_error,
                          int8_only=True, embedder=embedder)

@@ -43,3 +43,17 @@ def test_the_recipe_tunes_and_exports_the_embedder_once_and_names_it(squad_pairs
     stamp = (onnx / "model.int8.onnx").stat().st_mtime_ns
     assert tuned_embedder(train, work, RecipeConfig()) == onnx  # a resumed recipe reuses it
     assert (onnx / "model.int8.onnx").stat().st_mtime_ns == stamp
+
+
+def test_without_tuning_the_recipe_fuses_the_untrained_model_not_the_shipped_one(tmp_path):
+    import json
+
+    from pipeline.retrieval.embedding import default_embedder_name
+    from training.recipe import untrained_embedder
+
+    onnx = untrained_embedder(tmp_path)
+    assert json.loads((onnx / "manifest.json").read_text(encoding="utf-8"))["name"] == "all-MiniLM-L6-v2"
+    assert default_embedder_name() != "all-MiniLM-L6-v2"  # the shipped one is fine-tuned: it could not stand in
+    stamp = (onnx / "model.int8.onnx").stat().st_mtime_ns
+    assert untrained_embedder(tmp_path) == onnx and (onnx / "model.int8.onnx").stat().st_mtime_ns == stamp
+
