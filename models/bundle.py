@@ -71,7 +71,8 @@ class Manifest(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     reference: dict[str, Any] = Field(default_factory=dict)
     fusion: dict[str, Any] = Field(
-        default_factory=dict, description="weights mixing the cosine of the bundle's embedder/ into the score (crag fuse)"
+        default_factory=dict,
+        description="weights mixing the cosine of the bundle's embedder/ into the score (crag fuse)"
     )
     answerability: dict[str, Any] = Field(
         default_factory=dict,
