@@ -82,6 +82,7 @@ def main() -> None:
     ap = work_parser(__doc__)
     ap.add_argument("--per-domain", type=int, default=1500, help="training triplets per domain, at most")
     ap.add_argument("--minutes", type=float, default=20.0)
+    ap.add_argument("--epochs", type=float, default=1.0, help="passes over the triplets")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--max-length", type=int, default=128, help="tokens read in training (the model's own)")
@@ -103,7 +104,7 @@ def main() -> None:
     rows = embedder_triplets(load_pairs(args.work / "train.jsonl").pairs, per_group=args.per_domain, seed=args.seed,
                              leave_out=tuple(args.leave_out))
     config = EmbedderTrainConfig(batch_size=args.batch_size, learning_rate=args.lr, max_length=args.max_length,
-                                 max_minutes=args.minutes, seed=args.seed)
+                                 max_minutes=args.minutes, seed=args.seed, epochs=args.epochs)
     curve = train_contrastive(torch, tokenizer, encoder, rows, config)
     tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
 
