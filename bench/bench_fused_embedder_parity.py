@@ -22,29 +22,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_finetuned_biencoder import cosines as torch_cosines
 from bench.output import emit
 from grader.embedder import OnnxMiniLMEmbedder
 from grader.factory import load_grader
 from grader.fusion import cosines
 from training.data import load_pairs, model_decided
-from training.embedder_finetune import embed_batch
 
 
-class TorchEmbedder:
-    """The fp32 model an embedder was exported from, with the shipped embedder's reading (256 tokens, mean pooling)."""
+def torch_fp32_cosines(source: Path, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """The cosines of the fp32 model an embedder was exported from, read as the shipped embedder reads (256 tokens,
+    mean pooling)."""
+    import torch
+    import transformers
 
-    def __init__(self, source: Path, max_length: int = 256) -> None:
-        import torch
-        import transformers
-
-        self.torch, self.max_length = torch, max_length
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), local_files_only=True)
-        self.encoder = transformers.AutoModel.from_pretrained(str(source), local_files_only=True).eval()
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        with self.torch.no_grad():
-            return np.concatenate([embed_batch(self.torch, self.tokenizer, self.encoder, texts[i:i + 32],
-                                               self.max_length).numpy() for i in range(0, len(texts), 32)])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+    encoder = transformers.AutoModel.from_pretrained(str(source), local_files_only=True).eval()
+    return torch_cosines(torch, tokenizer, encoder, pairs)
 
 
 def verdicts(grader: Any, logits: np.ndarray) -> list[Any]:
@@ -65,7 +59,7 @@ def main() -> None:
     ce = np.asarray(grader.score_pairs(probe).fusion_inputs[0])
     head = grader.fusion
     int8 = cosines(OnnxMiniLMEmbedder(Path(grader.bundle.path) / head.embedder, batch_size=1), probe)
-    fp32 = cosines(TorchEmbedder(args.source), probe)
+    fp32 = torch_fp32_cosines(args.source, probe)
     ref, got = verdicts(grader, head.combine(ce, fp32)), verdicts(grader, head.combine(ce, int8))
     diff = np.abs(int8 - fp32)
     emit({"model": str(args.model), "source": str(args.source), "probe_pairs": len(probe),

@@ -188,9 +188,8 @@ def _index_stats(args: argparse.Namespace) -> int:
 
 
 def _index_reembed(args: argparse.Namespace) -> int:
-    store = _store(args)
-    if isinstance(store, LocalHybridIndex):
-        store = LocalHybridIndex.open_existing(args.index)  # a mistyped folder is an error, not a new index
+    # a mistyped local folder is an error, not a new index
+    store = LocalHybridIndex.open_existing(args.index) if args.index else _store(args)
     print_json(store.reembed())
     return 0
 

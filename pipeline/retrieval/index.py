@@ -217,16 +217,10 @@ class LocalHybridIndex:
             for start in range(0, len(rows), batch_size):
                 part = rows[start:start + batch_size]
                 for (rowid, scope, _), vector in zip(part, self._embed([text for _, _, text in part]), strict=True):
-                    conn.execute("UPDATE vectors SET vector = ? WHERE rowid = ?", (vector.tobytes(), rowid))
+                    conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
                     conn.execute("DELETE FROM vec WHERE rowid = ?", (rowid,))
-                    conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
-                                 (rowid, scope, np.packbits(vector > 0).tobytes()))
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)",
-                         (self.embedder.name, str(dim)))
-            conn.execute("DELETE FROM meta WHERE key = 'embedder_vectors'")
-            identity = getattr(self.embedder, "vector_identity", None)
-            if identity:
-                conn.execute("INSERT INTO meta VALUES ('embedder_vectors', ?)", (identity,))
+                    _store_vector(conn, rowid, scope, vector)
+            self._record_embedder(conn, dim)
             strips = 0
             if strip_store.enabled(self._meta(conn)):
                 conn.execute("DELETE FROM strip_vectors")
@@ -342,20 +336,25 @@ class LocalHybridIndex:
         if not vectors:
             return
         dim = len(next(iter(vectors.values())))
-        identity = getattr(self.embedder, "vector_identity", None)
         if "embedder" not in meta:
-            conn.execute("INSERT INTO meta VALUES ('embedder', ?), ('dim', ?)", (self.embedder.name, str(dim)))
-            if identity:
-                conn.execute("INSERT INTO meta VALUES ('embedder_vectors', ?)", (identity,))
+            self._record_embedder(conn, dim)
             create_vector_table(conn, dim)
             return
-        if meta.get("embedder_vectors") and meta["embedder_vectors"] != identity:
+        if meta.get("embedder_vectors") and meta["embedder_vectors"] != getattr(self.embedder, "vector_identity", None):
             # vectors from another build of the same embedder: still comparable, no longer bit-identical
             conn.execute("DELETE FROM meta WHERE key = 'embedder_vectors'")
         if meta["embedder"] != self.embedder.name or meta.get("dim") != str(dim):
             raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
                             f"dimensions), not {self.embedder.name!r} ({dim}); re-embed it with `crag index reembed "
                             f"--index {self.root}`, or pass that embedder")
+
+    def _record_embedder(self, conn: Any, dim: int) -> None:
+        """Record this index's embedder and dimension, and whether its vectors are the embedder's bit for bit."""
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)", (self.embedder.name, str(dim)))
+        conn.execute("DELETE FROM meta WHERE key = 'embedder_vectors'")
+        identity = getattr(self.embedder, "vector_identity", None)
+        if identity:
+            conn.execute("INSERT INTO meta VALUES ('embedder_vectors', ?)", (identity,))
 
     def _insert(self, conn: Any, chunk: StoredChunk, vector: np.ndarray) -> int:
         scope = scope_of(chunk.tenant, chunk.allowed_roles)
@@ -368,9 +367,7 @@ class LocalHybridIndex:
              json.dumps(sorted(chunk.allowed_roles)), chunk.status, chunk.effective_date, chunk.authority,
              json.dumps(chunk.metadata, ensure_ascii=False, sort_keys=True), chunk.text))
         rowid = conn.last_insert_rowid()
-        conn.execute("INSERT INTO vectors (rowid, vector) VALUES (?, ?)", (rowid, vector.astype(np.float32).tobytes()))
-        conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
-                     (rowid, scope, np.packbits(vector > 0).tobytes()))
+        _store_vector(conn, rowid, scope, vector)
         return int(rowid)
 
     @staticmethod
@@ -581,6 +578,13 @@ class LocalHybridIndex:
         visible_best = max((s for scope, s, _ in rows if scope in readable), default=0.0)
         return sum(1 for scope, s, text in rows if scope not in readable and s >= 0.5 * best and s > visible_best
                    and reveals_access_denied(terms, text, min_coverage))
+
+
+def _store_vector(conn: Any, rowid: int, scope: str, vector: np.ndarray) -> None:
+    """A chunk's float vector (exact re-ranking) and its binary code (the nearest-neighbour pass, by scope)."""
+    conn.execute("INSERT INTO vectors (rowid, vector) VALUES (?, ?)", (rowid, vector.astype(np.float32).tobytes()))
+    conn.execute("INSERT INTO vec (rowid, scope, embedding) VALUES (?, ?, vec_bit(?))",
+                 (rowid, scope, np.packbits(vector > 0).tobytes()))
 
 
 def _chunk_from_row(row: Sequence[Any]) -> StoredChunk:

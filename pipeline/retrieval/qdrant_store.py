@@ -114,24 +114,24 @@ class QdrantRetriever:
             self._embedder = default_embedder()
         return self._embedder
 
-    def check_embedder(self) -> Embedder:
-        """As :meth:`LocalHybridIndex.check_embedder`: the embedder, and a collection another one built refused now."""
-        self._check_embedder()
-        return self.embedder
+    def _built_with(self) -> str:
+        """The embedder the existing collection records (one without the record was made by an earlier release)."""
+        return str((self.client.get_collection(self.collection).config.metadata or {}).get("embedder",
+                                                                                          LEGACY_EMBEDDER))
 
-    def _check_embedder(self) -> None:
-        """Refuse to search or write a collection whose vectors another embedder made (recorded in the collection's
-        metadata; one without the record was made by an earlier release, with all-MiniLM-L6-v2)."""
+    def check_embedder(self) -> Embedder:
+        """As :meth:`LocalHybridIndex.check_embedder`: the embedder, a collection whose vectors another one made
+        refused (before any search or write, once per retriever)."""
         if self._embedder_checked or not self.client.collection_exists(self.collection):
-            return
-        built_with = (self.client.get_collection(self.collection).config.metadata or {}).get("embedder",
-                                                                                              LEGACY_EMBEDDER)
+            return self.embedder
+        built_with = self._built_with()
         if built_with != self.embedder.name:
             raise DataError(f"Qdrant collection {self.collection!r} was built with the embedder {built_with!r}, not "
                             f"{self.embedder.name!r}: its vectors are not comparable; re-embed it with `crag index "
                             f"reembed --qdrant-url URL --collection {self.collection}` (its chunks are kept), or pass "
                             "that embedder")
         self._embedder_checked = True
+        return self.embedder
 
     def reembed(self, *, batch_size: int = 256) -> dict[str, Any]:
         """Replace every point's dense vector with this retriever's embedder's and record it in the collection's
@@ -141,7 +141,7 @@ class QdrantRetriever:
             raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
         if not self.client.collection_exists(self.collection):
             raise DataError(f"Qdrant has no collection {self.collection!r}; create it with `crag index add`")
-        before = (self.client.get_collection(self.collection).config.metadata or {}).get("embedder", LEGACY_EMBEDDER)
+        before = self._built_with()
         models, offset, done = self._qm, None, 0
         while True:
             points, offset = self.client.scroll(self.collection, limit=batch_size, offset=offset,
@@ -162,7 +162,7 @@ class QdrantRetriever:
     def _ensure_collection(self, size: int) -> None:
         client, models = self.client, self._qm
         if client.collection_exists(self.collection):
-            self._check_embedder()
+            self.check_embedder()
             return
         client.create_collection(
             self.collection, vectors_config={DENSE: models.VectorParams(size=size, distance=models.Distance.COSINE)},
@@ -317,7 +317,7 @@ class QdrantRetriever:
         check_search(query, principal, k, filters)
         if not self.client.collection_exists(self.collection):
             return []
-        self._check_embedder()
+        self.check_embedder()
         models = self._qm
         scope = self._filter(principal, filters)
         dense = self.embedder.embed([query_text(self.embedder, query)])[0].tolist()
