@@ -126,6 +126,7 @@ class TrainConfig:
     teacher_score: str = "cross_encoder"  # or "fused": a fused teacher's full probability, cosine included
     init: str | None = None  # start from a trained checkpoint (the folder of `crag train`) or a bundle ('default')
     cosine_offset: bool = False  # learn on top of the frozen bi-encoder's cosine (see the module docstring)
+    cosine_embedder: str | None = None  # the exported embedder whose cosine is the offset (None: the shipped one)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -198,15 +199,16 @@ def teacher_probabilities(teacher: str | Path, pairs: list[LabelledPair], score:
     return 1.0 / (1.0 + np.exp(-np.asarray(ce, dtype=np.float64)))
 
 
-def cosine_offsets(train: list[LabelledPair], val: list[LabelledPair]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Per-pair offsets a * cosine + b for training and validation pairs, (a, b) a logistic fit of the shipped
-    bi-encoder's cosine (models/embedders/minilm-l6, which fused bundles read; first window, as the cross-encoder
-    reads a pair while training) on the training labels."""
+def cosine_offsets(train: list[LabelledPair], val: list[LabelledPair], embedder_dir: str | Path | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Per-pair offsets a * cosine + b for training and validation pairs, (a, b) a logistic fit on the training
+    labels of the cosine of ``embedder_dir`` (an exported embedder: the one the model will be fused with; None: the
+    shipped models/embedders/minilm-l6), first window, as the cross-encoder reads a pair while training."""
     from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
     from grader.fusion import cosines
 
     linear_model = require("sklearn.linear_model", "train")
-    embedder = OnnxMiniLMEmbedder(EMBEDDER_DIR)
+    embedder = OnnxMiniLMEmbedder(EMBEDDER_DIR if embedder_dir is None else Path(embedder_dir))
     cos_train = cosines(embedder, [(p.query, p.text) for p in train])
     cos_val = cosines(embedder, [(p.query, p.text) for p in val])
     fit = linear_model.LogisticRegression(C=100.0).fit(cos_train[:, None], binary_labels(train))
@@ -406,7 +408,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     val_offset = np.zeros(len(val.pairs))
     if config.cosine_offset:
         t0 = time.perf_counter()
-        offset, val_offset, fitted = cosine_offsets(pairs, val.pairs)
+        offset, val_offset, fitted = cosine_offsets(pairs, val.pairs, config.cosine_embedder)
         config = replace(config, extra={**config.extra, "cosine_offset": fitted})  # recorded in the manifest
         logger.info("cosine offsets %s for %d pairs in %.0f s", fitted, len(pairs) + len(val.pairs),
                     time.perf_counter() - t0)

@@ -16,6 +16,7 @@ Stages (each skipped when its output already exists, so a stopped run resumes):
    (``crag export-embedder``): its cosine is fused with the cross-encoder (``crag fuse``), and the index embeds
    with it (``models/embedders/minilm-l6``). Its cosine alone reads domains it never saw better than the frozen
    model's (docs/grader-experiments.md); ``tune_embedder=False`` fuses the untrained all-MiniLM-L6-v2 instead.
+   With ``cosine_offset`` it is made before stage 2, whose cross-encoder then learns on top of this cosine.
 5. evaluate: held-out test sets of every domain, each beside the untrained bi-encoder's AUROC.
 """
 
@@ -279,6 +280,12 @@ def untrained_embedder(work: Path) -> Path:
     return onnx
 
 
+def recipe_embedder(train: Path, work: Path, config: RecipeConfig) -> Path:
+    """The embedder the recipe fuses: fine-tuned on ``train`` (stage 4), or the untrained one
+    (``tune_embedder=False``)."""
+    return tuned_embedder(train, work, config) if config.tune_embedder else untrained_embedder(work)
+
+
 def run_default_recipe(
     data_dir: str | Path, work: str | Path, out: str | Path, config: RecipeConfig | None = None,
     progress: bool = True,
@@ -307,6 +314,9 @@ def run_default_recipe(
     mix = json.loads((work / "mix.json").read_text(encoding="utf-8"))
     suffix = (f"-l{config.layers}" if config.layers else "") + ("-cos" if config.cosine_offset else "")
     trained = work / f"trained{suffix}"
+    embedder = None
+    if config.cosine_offset:  # the cross-encoder learns on top of the cosine it is fused with: that embedder first
+        embedder = recipe_embedder(files["train"], work, config)
     if not (trained / "manifest.json").is_file():
         train_grader(
             load_pairs(files["train"]),
@@ -320,7 +330,7 @@ def run_default_recipe(
                 eval_every=config.eval_every, patience=config.patience, select_by="domain_mean",
                 threshold_groups="domain", threads=0, device=config.device, progress=progress, name=config.name,
                 layers=config.layers, teacher=config.teacher, distill_weight=config.distill_weight,
-                cosine_offset=config.cosine_offset,
+                cosine_offset=config.cosine_offset, cosine_embedder=None if embedder is None else str(embedder),
                 extra={"recipe": "training.recipe.run_default_recipe", "recipe_config": asdict(config),
                        "training_mix": mix},
             ),
@@ -329,7 +339,7 @@ def run_default_recipe(
     if not (exported / "manifest.json").is_file():
         # int8 is gated below on the fused verdicts, which are what the bundle ships
         export_bundle(trained, exported, int8=True, keep_fp32=True, probe=files["val"], max_flip_share=1.0)
-    embedder = tuned_embedder(files["train"], work, config) if config.tune_embedder else untrained_embedder(work)
+    embedder = embedder or recipe_embedder(files["train"], work, config)
     fuse_path, heldout_path = fusion_splits(files, work, config)
     fusion = fuse_bundle(exported, fuse_path, out, group_by="domain", target_error=config.target_error,
                          int8_only=True, embedder=embedder)

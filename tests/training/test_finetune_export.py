@@ -290,6 +290,18 @@ def test_training_on_top_of_the_cosine_learns_from_the_sum_and_records_the_offse
     assert recorded["extra"]["cosine_offset"] == pytest.approx(fitted)
 
 
+def test_the_offset_reads_the_embedder_it_is_given_the_one_the_recipe_fuses(squad_pairs_file, tmp_path):
+    from training.export_embedder import export_embedder
+    from training.finetune import cosine_offsets
+
+    pairs = load_pairs(squad_pairs_file).pairs
+    export_embedder(tmp_path / "untrained", name="untrained-for-offset")
+    _, shipped_val, shipped = cosine_offsets(pairs[:40], pairs[40:70])
+    _, other_val, other = cosine_offsets(pairs[:40], pairs[40:70], tmp_path / "untrained")
+    assert other["embedder"] == "untrained-for-offset" and shipped["embedder"] == "crag-minilm-l6-tuned-v1"
+    assert not np.allclose(other_val, shipped_val)
+
+
 def test_soft_targets_are_learnt_from_recorded_and_checked(squad_pairs_file, tmp_path):
     from safetensors.numpy import load_file
 

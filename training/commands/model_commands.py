@@ -157,7 +157,8 @@ def register_recipe(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--teacher", help="a grader bundle the student also learns from (e.g. runs/default/onnx)")
     p.add_argument("--distill-weight", type=float, default=0.5, help="share of the teacher in each target")
     p.add_argument("--cosine-offset", action="store_true",
-                   help="train the cross-encoder on top of the shipped bi-encoder's cosine (learns what it misses)")
+                   help="train the cross-encoder on top of the cosine of the bi-encoder the recipe fuses (learns "
+                        "what it misses; that embedder is made first)")
     p.add_argument("--frozen-embedder", action="store_true",
                    help="fuse the untrained all-MiniLM-L6-v2's cosine instead of fine-tuning the bi-encoder on the "
                         "training split first (about 14 minutes on 2 CPU cores)")
