@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_finetuned_biencoder import cosines, in_place  # noqa: E402
-from bench.feature_mix import scored_sets  # noqa: E402
-from bench.output import emit, work_parser  # noqa: E402
-from training.base_models import resolve_base  # noqa: E402
+from bench.bench_finetuned_biencoder import cosines, in_place
+from bench.feature_mix import scored_sets
+from bench.output import emit, work_parser
+from training.base_models import resolve_base
 
 
 def soup(states: list[dict[str, Any]]) -> dict[str, Any]:
