@@ -93,11 +93,7 @@ class OnnxGrader(CrossEncoderGrader):
         return np.asarray(out, dtype=np.float64).reshape(len(batch.index), -1)[:, 0]
 
     def _run_batches(self, batches: Sequence[EncodedBatch]) -> list[tuple[np.ndarray, float]]:
-        # longest first, so that no session is left alone at the end with a long pair while the other idles
-        # (each pair's score is its own: the order changes when it is computed, not what)
-        order = sorted(range(len(batches)), key=lambda i: -batches[i].input_ids.size)
-        done = dict(zip(order, self.sessions.map(self._timed_logits, [batches[i] for i in order]), strict=True))
-        return [done[i] for i in range(len(batches))]
+        return self.sessions.map(self._timed_logits, batches)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "variant": self.variant, "threads": self.threads, "batch_size": self.batch_size}

@@ -45,22 +45,6 @@ def test_a_grade_does_not_depend_on_the_other_chunks_nor_on_the_cores_used():
     assert two_cores.pairs_scored == 1 + len(set(others))  # a pair asked twice in one call is scored once
 
 
-def test_the_longest_pairs_are_run_first_and_grades_come_back_in_input_order():
-    """Longest first, so that at the end of a call no session runs a long pair alone while the others idle."""
-    grader = load_grader("default", threads=1, cache_pairs=0)  # one session: calls are made in the order handed over
-    run, lengths = grader.sessions.run, []
-
-    def recording(feeds):
-        lengths.append(feeds["input_ids"].shape[1])
-        return run(feeds)
-
-    grader.sessions.run = recording
-    texts = ["Lyon is in France.", IRRELEVANT * 6, RELEVANT, "Berlin is the capital of Germany, not of France."]
-    grades = grader.grade(QUERY, texts)
-    assert lengths == sorted(lengths, reverse=True) and len(set(lengths)) == 4
-    assert [g.logit for g in grades] == [grader.grade(QUERY, [t])[0].logit for t in texts]
-
-
 def test_a_bundle_already_read_loads_without_reading_it_again(grader):
     from models.bundle import read_bundle
     from models.registry import resolve_bundle
