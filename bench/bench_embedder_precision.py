@@ -6,8 +6,9 @@ texts); this measures what that means for ranking: cosine AUROC on the recipe's 
 
 - ``st-fp32``: sentence-transformers in torch fp32, the untrained yardstick of the model card;
 - ``onnx-fp32``: the same graph in onnxruntime, fp32;
-- ``int8-s8``: ``--s8`` (default: the embedder shipped before 2026-12-04, signed 8-bit weights);
+- ``int8-s8``: ``--s8``, when given (the embedder shipped before 2026-12-04, signed 8-bit weights);
 - ``int8-matmul``: dynamic int8 of the MatMul weights only (embedding tables stay fp32);
+- ``int8-matmul-u8``: the same with unsigned 8-bit weights (no int16 saturation, below);
 - ``int8-u8``: per-channel unsigned 8-bit weights (``training.export.quantize_weights``: u8 x u8, no int16
   saturation on CPUs without AVX512-VNNI, where u8 x s8 saturates);
 
@@ -15,7 +16,12 @@ and the time per text of each (one thread, the same texts, variants interleaved 
 ``--fused`` it also re-chooses the default's fusion (its int8 cross-encoder logits, each variant's cosine) on the
 fusion data as ``crag fuse`` does and reports the fused held-out AUROC per variant.
 
+``--source`` measures a fine-tuned model (``crag train-embedder``) instead of the untrained one: with the folder
+the shipped embedder was exported from, ``int8-u8`` is the shipped file.
+
   python bench/bench_embedder_precision.py --work runs/v3 --json bench/results_embedder_precision.json
+  python bench/bench_embedder_precision.py --work runs/v3 --source runs/v3/embedder-tuned --fused --threads 2 \
+      --json bench/results_embedder_precision_tuned.json
 """
 
 from __future__ import annotations
@@ -86,8 +92,11 @@ def main() -> None:
     parser.add_argument("--timing-texts", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fused", action="store_true", help="also the fused default's AUROC with each variant")
-    parser.add_argument("--s8", type=Path, help="an int8 embedder file with signed weights (default: the one "
-                                                "shipped before 2026-12-04, from git: see the README)")
+    parser.add_argument("--s8", type=Path, help="also an int8 embedder file with signed weights (the one shipped "
+                                                "before 2026-12-04, from git: see the README)")
+    parser.add_argument("--source", type=Path, help="a fine-tuned model folder (crag train-embedder) to quantise "
+                                                    "instead of the untrained all-MiniLM-L6-v2")
+    parser.add_argument("--threads", type=int, default=1, help="sessions side by side while scoring (timing: one)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -107,8 +116,8 @@ def main() -> None:
     novel = domain_sets(args.work / "fuse.jsonl").get("web_novel")
     if novel is not None:
         sets["fusion data:web_novel"] = novel.pairs
-    base = resolve_base("default-base")
-    results: dict = {"work": str(args.work), "auroc": {}, "ms_per_text": {}}
+    base = args.source or resolve_base("default-base")
+    results: dict = {"work": str(args.work), "source": str(base), "auroc": {}, "ms_per_text": {}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         fp32 = tmp / "fp32.onnx"
@@ -116,16 +125,21 @@ def main() -> None:
         export_token_embeddings(model, fp32)
         quantize_dynamic(str(fp32), str(tmp / "matmul.onnx"), weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul"])
+        quantize_dynamic(str(fp32), str(tmp / "matmul-u8.onnx"), weight_type=QuantType.QUInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
         quantize_weights(fp32, tmp / "u8.onnx")
         tokenizer = EMBEDDER_DIR / "tokenizer.json"
-        files = {"onnx-fp32": fp32, "int8-s8": args.s8 or EMBEDDER_DIR / "model.int8.onnx",
-                 "int8-matmul": tmp / "matmul.onnx", "int8-u8": tmp / "u8.onnx"}
-        embedders = {name: OnnxMiniLMEmbedder(variant_dir(tmp, name, path, tokenizer), threads=1, verify=False)
-                     for name, path in files.items()}
+        files = {"onnx-fp32": fp32, "int8-matmul": tmp / "matmul.onnx", "int8-matmul-u8": tmp / "matmul-u8.onnx",
+                 "int8-u8": tmp / "u8.onnx",
+                 **({"int8-s8": args.s8} if args.s8 else {})}
+        embedders = {name: OnnxMiniLMEmbedder(variant_dir(tmp, name, path, tokenizer), threads=args.threads,
+                                              verify=False) for name, path in files.items()}
         for set_name, pairs in sets.items():
             y = binary_labels(pairs)
             texts = [(p.query, p.text) for p in pairs]
-            row = {"pairs": len(pairs), "st-fp32": auroc(y, biencoder_scores(pairs))}
+            row = {"pairs": len(pairs)}
+            if args.source is None:  # the untrained model in sentence-transformers: the yardstick of the model card
+                row["st-fp32"] = auroc(y, biencoder_scores(pairs))
             for name, embedder in embedders.items():
                 row[name] = auroc(y, cosines(embedder, texts, max_windows=1))
             results["auroc"][set_name] = row
