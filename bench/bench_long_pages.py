@@ -7,10 +7,11 @@ text as section 2, 3 or 4 among three of its own irrelevant texts (same-query ne
 judged); the irrelevant page holds four of those negatives. Both pages are about the same thing, so only
 reading past the first screen can tell them apart.
 
-Contenders, on the same pages: the untrained bi-encoder cosine on the first 256 tokens (how such pages are
-usually scored), the bi-encoder's best window, and the default grader with the cross-encoder and the
-cosine each read over 1, 4 (the default) or 8 windows; plus the fusion as shipped before (cross-encoder
-windows, cosine of the first window only). Reported: AUROC per domain and grading time per page.
+Contenders, on the same pages: the default's bi-encoder cosine (untrained all-MiniLM-L6-v2 until v3.2, since then
+the fine-tuned one) on the first 256 tokens (how such pages are usually scored), the bi-encoder's best window, and
+the default grader with the cross-encoder and the cosine each read over 1, 4 or 8 (the default) windows; plus the
+fusion as shipped before (cross-encoder windows, cosine of the first window only). Reported: AUROC per domain
+and grading time per page.
 
 Run: python bench/bench_long_pages.py --data runs/v3/test.jsonl [--per-domain 150]
      [--json bench/results_long_pages.json]
