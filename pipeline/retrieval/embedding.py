@@ -6,11 +6,16 @@ same model, so a search's vectors are its cosine's) holds the
 int8 encoder and its tokenizer; mean pooling and L2 normalisation run in numpy, as sentence-transformers
 does for this model. Texts are embedded one at a time by default: dynamic int8 scales activations per
 batch, and a chunk's vector should not depend on which chunks were indexed with it.
+
+``CRAG_EMBEDDER`` names another export of ``crag export-embedder`` (say, a bi-encoder fine-tuned on your pairs and
+fused into your grader with ``crag fuse --embedder``) for every index this process opens or builds: the index then
+embeds with it and records its name, as with the shipped one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -19,10 +24,12 @@ import numpy as np
 
 from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder, query_text
 from models.deps import require
-from models.errors import BundleError
+from models.errors import BundleError, ConfigError
 
-__all__ = ["EMBEDDER_DIR", "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder", "default_embedder",
-           "default_embedder_name", "query_text"]
+__all__ = ["EMBEDDER_DIR", "EMBEDDER_ENV", "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder",
+           "default_embedder", "default_embedder_dir", "default_embedder_name", "query_text"]
+
+EMBEDDER_ENV = "CRAG_EMBEDDER"
 
 
 
@@ -49,19 +56,33 @@ class SentenceTransformerEmbedder:
                                              show_progress_bar=False), dtype=np.float32)
 
 
-def _check_shipped() -> None:
-    if not (EMBEDDER_DIR / "manifest.json").is_file():
-        raise BundleError(f"the embedder bundle {EMBEDDER_DIR} is missing; reinstall crag-grader (it ships there), or "
-                          f"copy the default grader's embedder/ folder (models/bundles/default/embedder) to it")
+def default_embedder_dir() -> Path:
+    """The folder of the embedder indexes use: ``$CRAG_EMBEDDER`` when set, else the shipped one; a clear error when
+    it is not an embedder export."""
+    chosen = os.environ.get(EMBEDDER_ENV, "").strip()
+    if not chosen:
+        if not (EMBEDDER_DIR / "manifest.json").is_file():
+            raise BundleError(f"the embedder bundle {EMBEDDER_DIR} is missing; reinstall crag-grader (it ships there), "
+                              f"or copy the default grader's embedder/ folder (models/bundles/default/embedder) to it")
+        return EMBEDDER_DIR
+    folder = Path(chosen).expanduser()
+    try:
+        kind = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != "embedder":
+        raise ConfigError(f"{EMBEDDER_ENV}={chosen!r} is not an embedder (a folder written by `crag export-embedder "
+                          f"--out DIR`, with its manifest.json); fix the path, or unset {EMBEDDER_ENV} to use the "
+                          "shipped embedder")
+    return folder
 
 
 def default_embedder() -> Embedder:
-    """The shipped ONNX embedder; a clear error if the bundle is missing."""
-    _check_shipped()
-    return OnnxMiniLMEmbedder()
+    """The embedder indexes use (:func:`default_embedder_dir`), loaded and verified."""
+    return OnnxMiniLMEmbedder(default_embedder_dir())
 
 
 def default_embedder_name() -> str:
-    """The shipped embedder's name (what an index built with it records), without loading the model."""
-    _check_shipped()
-    return str(json.loads((EMBEDDER_DIR / "manifest.json").read_text(encoding="utf-8")).get("name", ""))
+    """That embedder's name (what an index built with it records), without loading the model."""
+    folder = default_embedder_dir()
+    return str(json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("name", ""))

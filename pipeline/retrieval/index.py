@@ -191,10 +191,12 @@ class LocalHybridIndex:
         if built_with and built_with != embedder.name:
             raise DataError(f"index {self.root} was built with the embedder {built_with!r}, not {embedder.name!r}: "
                             f"its vectors are not comparable; re-embed it with `crag index reembed --index "
-                            f"{self.root}` (its chunks are kept), or pass that embedder")
+                            f"{self.root}` (its chunks are kept), or use that embedder (CRAG_EMBEDDER=<its folder>; "
+                            "embedder= in Python)")
 
     def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256) -> dict[str, Any]:
-        """Replace every stored vector (chunks and sentence strips) with ``embedder``'s (default: the shipped one) and
+        """Replace every stored vector (chunks and sentence strips) with ``embedder``'s (default: the shipped one, or
+        ``$CRAG_EMBEDDER``'s: :func:`~pipeline.retrieval.embedding.default_embedder`) and
         record it as the index's embedder: the way to move an index built with another embedder (such as the
         untrained all-MiniLM-L6-v2 of earlier releases) onto this one without re-reading its documents. One write
         transaction: readers see the old vectors until it commits, and a failure leaves the index as it was."""
@@ -346,7 +348,8 @@ class LocalHybridIndex:
         if meta["embedder"] != self.embedder.name or meta.get("dim") != str(dim):
             raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
                             f"dimensions), not {self.embedder.name!r} ({dim}); re-embed it with `crag index reembed "
-                            f"--index {self.root}`, or pass that embedder")
+                            f"--index {self.root}`, or use that embedder (CRAG_EMBEDDER=<its folder>; embedder= in "
+                            "Python)")
 
     def _record_embedder(self, conn: Any, dim: int) -> None:
         """Record this index's embedder and dimension, and whether its vectors are the embedder's bit for bit."""

@@ -128,8 +128,8 @@ class QdrantRetriever:
         if built_with != self.embedder.name:
             raise DataError(f"Qdrant collection {self.collection!r} was built with the embedder {built_with!r}, not "
                             f"{self.embedder.name!r}: its vectors are not comparable; re-embed it with `crag index "
-                            f"reembed --qdrant-url URL --collection {self.collection}` (its chunks are kept), or pass "
-                            "that embedder")
+                            f"reembed --qdrant-url URL --collection {self.collection}` (its chunks are kept), "
+                            "or use that embedder (CRAG_EMBEDDER=<its folder>; embedder= in Python)")
         self._embedder_checked = True
         return self.embedder
 
