@@ -26,10 +26,13 @@ from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder, query_text
 from models.deps import require
 from models.errors import BundleError, ConfigError
 
-__all__ = ["EMBEDDER_DIR", "EMBEDDER_ENV", "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder",
-           "default_embedder", "default_embedder_dir", "default_embedder_name", "query_text"]
+__all__ = ["EMBEDDER_DIR", "EMBEDDER_ENV", "OTHER_EMBEDDER_FIX", "Embedder", "OnnxMiniLMEmbedder",
+           "SentenceTransformerEmbedder", "default_embedder", "default_embedder_dir", "default_embedder_name",
+           "query_text"]
 
 EMBEDDER_ENV = "CRAG_EMBEDDER"
+# the second way out of an index built with another embedder (the first: `crag index reembed`)
+OTHER_EMBEDDER_FIX = f"or use that embedder ({EMBEDDER_ENV}=<its folder>; embedder= in Python)"
 
 
 

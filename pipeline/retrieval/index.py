@@ -40,7 +40,7 @@ from pipeline.retrieval.documents import (
     chunks_to_write,
     reveals_access_denied,
 )
-from pipeline.retrieval.embedding import Embedder, default_embedder, query_text
+from pipeline.retrieval.embedding import OTHER_EMBEDDER_FIX, Embedder, default_embedder, query_text
 from pipeline.retrieval.sqlite_db import DB_NAME, connect, create_vector_table, write_transaction
 from pipeline.retrieval.words import content_terms
 
@@ -191,8 +191,7 @@ class LocalHybridIndex:
         if built_with and built_with != embedder.name:
             raise DataError(f"index {self.root} was built with the embedder {built_with!r}, not {embedder.name!r}: "
                             f"its vectors are not comparable; re-embed it with `crag index reembed --index "
-                            f"{self.root}` (its chunks are kept), or use that embedder (CRAG_EMBEDDER=<its folder>; "
-                            "embedder= in Python)")
+                            f"{self.root}` (its chunks are kept), {OTHER_EMBEDDER_FIX}")
 
     def reembed(self, embedder: Embedder | None = None, *, batch_size: int = 256) -> dict[str, Any]:
         """Replace every stored vector (chunks and sentence strips) with ``embedder``'s (default: the shipped one, or
@@ -348,8 +347,7 @@ class LocalHybridIndex:
         if meta["embedder"] != self.embedder.name or meta.get("dim") != str(dim):
             raise DataError(f"index {self.root} was built with the embedder {meta['embedder']!r} ({meta.get('dim')} "
                             f"dimensions), not {self.embedder.name!r} ({dim}); re-embed it with `crag index reembed "
-                            f"--index {self.root}`, or use that embedder (CRAG_EMBEDDER=<its folder>; embedder= in "
-                            "Python)")
+                            f"--index {self.root}`, {OTHER_EMBEDDER_FIX}")
 
     def _record_embedder(self, conn: Any, dim: int) -> None:
         """Record this index's embedder and dimension, and whether its vectors are the embedder's bit for bit."""

@@ -28,7 +28,7 @@ from pipeline.retrieval.documents import (
     chunks_to_write,
     reveals_access_denied,
 )
-from pipeline.retrieval.embedding import Embedder, default_embedder, query_text
+from pipeline.retrieval.embedding import OTHER_EMBEDDER_FIX, Embedder, default_embedder, query_text
 from pipeline.retrieval.index import WriteReport, query_tokens
 from pipeline.retrieval.words import content_terms
 
@@ -129,7 +129,7 @@ class QdrantRetriever:
             raise DataError(f"Qdrant collection {self.collection!r} was built with the embedder {built_with!r}, not "
                             f"{self.embedder.name!r}: its vectors are not comparable; re-embed it with `crag index "
                             f"reembed --qdrant-url URL --collection {self.collection}` (its chunks are kept), "
-                            "or use that embedder (CRAG_EMBEDDER=<its folder>; embedder= in Python)")
+                            f"{OTHER_EMBEDDER_FIX}")
         self._embedder_checked = True
         return self.embedder
 
