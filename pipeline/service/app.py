@@ -4,7 +4,7 @@
   tenant and roles, so every retrieval is scoped to them (callers cannot choose a tenant).
 - ``PUT`` / ``DELETE /v1/documents/{name}`` and ``GET /v1/documents``: writer keys manage their tenant's
   documents in the local index or Qdrant (:mod:`pipeline.service.documents`).
-- ``GET /healthz`` (alive), ``/readyz`` (model and index loaded, worker running), ``/metrics``.
+- ``GET /healthz`` (alive), ``/readyz`` (model and index loaded, worker running; the index's embedder), ``/metrics``.
 - One grader is loaded per process and owned by a micro-batching worker thread; pipeline runs happen in
   a thread pool. Outside failures (LLM, web search) degrade the answer and are flagged: never a 500.
 - Request bodies over the limit get 413 before they are parsed; rate limits give 429 with Retry-After.
@@ -272,7 +272,7 @@ def create_app(config: ServiceConfig) -> Any:
         config.keys.refresh()
         ready = state.ready and state.batcher.alive and config.keys.problem is None
         llm = state.cascade.llm
-        body = {"ready": ready, "model": config.grader.name,
+        body = {"ready": ready, "model": config.grader.name, "index_embedder": _embedder_name(config.retriever),
                 "llm_circuit": llm.breaker.state if llm is not None else "not configured",
                 "key_store": config.keys.problem or "ok", "onnx_rewrites": onnx_rewrites,
                 # reported, never a reason to stop serving: verdicts are unchanged, the thresholds may not hold
@@ -290,6 +290,12 @@ def create_app(config: ServiceConfig) -> Any:
     app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, upload_max_bytes=limits.max_document_bytes,
                        read_timeout_s=config.body_read_timeout_s)
     return app
+
+
+def _embedder_name(retriever: Any) -> str | None:
+    """The embedder whose vectors the index holds and searches with (``CRAG_EMBEDDER`` or the shipped one), for an
+    operator to check; None for a retriever that does not say."""
+    return getattr(getattr(retriever, "embedder", None), "name", None)
 
 
 def _shift_field(status: Any) -> str:

@@ -237,6 +237,7 @@ def test_health_ready_and_metrics(tmp_path, keys, grader):
         assert client.get("/healthz").json() == {"status": "ok"}
         ready = client.get("/readyz")
         assert ready.status_code == 200 and ready.json()["llm_circuit"] == "not configured"
+        assert ready.json()["index_embedder"] == "hash"  # what the index embeds with (CRAG_EMBEDDER or the shipped)
         assert ready.json()["onnx_rewrites"].startswith("NaN guards dropped")  # the default: exact rewrites at load
         client.post("/v1/grade", json=GRADE, headers=_auth(keys[1]["a"]))
         client.post("/v1/query", json={"query": "What is the capital of France?"}, headers=_auth(keys[1]["a"]))
