@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -59,25 +59,29 @@ class SentenceTransformerEmbedder:
                                              show_progress_bar=False), dtype=np.float32)
 
 
-def default_embedder_dir() -> Path:
-    """The folder of the embedder indexes use: ``$CRAG_EMBEDDER`` when set, else the shipped one; a clear error when
-    it is not an embedder export."""
+def _chosen_embedder() -> tuple[Path, dict[str, Any]]:
+    """The folder and manifest of the embedder indexes use: ``$CRAG_EMBEDDER`` when set, else the shipped one; a
+    clear error when it is not an embedder export."""
     chosen = os.environ.get(EMBEDDER_ENV, "").strip()
-    if not chosen:
-        if not (EMBEDDER_DIR / "manifest.json").is_file():
-            raise BundleError(f"the embedder bundle {EMBEDDER_DIR} is missing; reinstall crag-grader (it ships there), "
-                              f"or copy the default grader's embedder/ folder (models/bundles/default/embedder) to it")
-        return EMBEDDER_DIR
-    folder = Path(chosen).expanduser()
+    folder = Path(chosen).expanduser() if chosen else EMBEDDER_DIR
     try:
-        kind = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
-    if kind != "embedder":
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    is_embedder = isinstance(manifest, dict) and manifest.get("kind") == "embedder"
+    if not chosen and not is_embedder:
+        raise BundleError(f"the embedder bundle {EMBEDDER_DIR} is missing; reinstall crag-grader (it ships there), "
+                          f"or copy the default grader's embedder/ folder (models/bundles/default/embedder) to it")
+    if not is_embedder:
         raise ConfigError(f"{EMBEDDER_ENV}={chosen!r} is not an embedder (a folder written by `crag export-embedder "
                           f"--out DIR`, with its manifest.json); fix the path, or unset {EMBEDDER_ENV} to use the "
                           "shipped embedder")
-    return folder
+    return folder, manifest
+
+
+def default_embedder_dir() -> Path:
+    """The folder of the embedder indexes use (``$CRAG_EMBEDDER``, or the shipped one)."""
+    return _chosen_embedder()[0]
 
 
 def default_embedder() -> Embedder:
@@ -87,5 +91,4 @@ def default_embedder() -> Embedder:
 
 def default_embedder_name() -> str:
     """That embedder's name (what an index built with it records), without loading the model."""
-    folder = default_embedder_dir()
-    return str(json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("name", ""))
+    return str(_chosen_embedder()[1].get("name", ""))
