@@ -205,14 +205,15 @@ class LocalHybridIndex:
         if conn is None:
             raise DataError(f"{self.root} is not an index; build it with `crag index add --index {self.root} FILES`")
         self._embedder = embedder or default_embedder()  # no check: moving off the recorded embedder is the point
-        before = self._meta(conn).get("embedder")
+        meta = self._meta(conn)
+        before = meta.get("embedder")
         if before is None:  # nothing written yet: the first write records the embedder that writes it
             return {"index": str(self.root), "chunks": 0, "chunks_with_strip_vectors": 0, "embedder_before": None,
                     "embedder": self.embedder.name}
         dim = len(self._embed(["What dimension?"])[0])
-        if self._meta(conn).get("dim") not in (None, str(dim)):
+        if meta.get("dim") not in (None, str(dim)):
             raise DataError(f"the embedder {self.embedder.name!r} gives {dim} dimensions, the index {self.root} "
-                            f"{self._meta(conn)['dim']}: its binary codes cannot hold them; build a new index")
+                            f"{meta['dim']}: its binary codes cannot hold them; build a new index")
         with write_transaction(conn):  # rows read inside it: a concurrent writer's chunks are re-embedded too
             rows = conn.execute("SELECT rowid, scope, text FROM chunks ORDER BY rowid").fetchall()
             for start in range(0, len(rows), batch_size):
