@@ -28,12 +28,16 @@ from bench.bench_finetuned_biencoder import cosines, in_place
 from bench.feature_mix import scored_sets
 from bench.output import emit, work_parser
 from training.base_models import resolve_base
+from training.embedder_finetune import wise_state
 
 
 def soup(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """The uniform average of several state dicts of one architecture (integer buffers: the first one's)."""
-    return {k: sum(s[k] for s in states) / len(states) if states[0][k].is_floating_point() else states[0][k]
-            for k in states[0]}
+    """The uniform average of several state dicts of one architecture, as a running WiSE-FT mix (the k-th model
+    weighs 1/k against the mean of the ones before it)."""
+    mean = states[0]
+    for k, state in enumerate(states[1:], start=2):
+        mean = wise_state(mean, state, 1 / k)
+    return mean
 
 
 def cosine_aurocs(sets: dict[str, dict[str, Any]], name: str) -> dict[str, dict[str, float]]:
