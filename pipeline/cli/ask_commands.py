@@ -183,7 +183,11 @@ def _index_search(args: argparse.Namespace) -> int:
 
 
 def _index_stats(args: argparse.Namespace) -> int:
-    print_json(LocalHybridIndex.open_existing(args.index).stats())
+    stats = LocalHybridIndex.open_existing(args.index).stats()
+    # whether crag's searches can use it as it is, or it must be re-embedded first (`crag index reembed`)
+    stats["embedder_in_use"] = default_embedder_name()
+    stats["embedder_matches"] = stats["embedder"] == stats["embedder_in_use"] if stats.get("embedder") else None
+    print_json(stats)
     return 0
 
 

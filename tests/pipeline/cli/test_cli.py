@@ -420,9 +420,15 @@ def test_index_reembed_moves_an_index_of_an_earlier_embedder_onto_the_shipped_on
     LocalHybridIndex(index, embedder=HashEmbedder()).write([make_chunk("p", "Paris is the capital of France.")])
     assert main(["ask", "What is the capital of France?", "--index", index, "--tenant", "a"]) == 2
     assert f"re-embed it with `crag index reembed --index {index}`" in capsys.readouterr().err
+    assert main(["index", "stats", "--index", index]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["embedder"], stats["embedder_in_use"], stats["embedder_matches"]) == \
+        ("hash", default_embedder().name, False)
     assert main(["index", "reembed", "--index", index]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["chunks"], report["embedder_before"], report["embedder"]) == (1, "hash", default_embedder().name)
+    assert main(["index", "stats", "--index", index]) == 0
+    assert json.loads(capsys.readouterr().out)["embedder_matches"] is True
     assert main(["index", "search", "capital of France", "--index", index, "--tenant", "a", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["chunk_id"] == "p"
     assert main(["index", "reembed", "--index", str(tmp_path / "typo")]) == 2
