@@ -49,6 +49,7 @@ class EmbedderTrainConfig:
     learning_rate: float = 2e-5
     max_length: int = 128  # all-MiniLM-L6-v2 was trained on 128 tokens; it reads 256 when it embeds
     scale: float = 20.0  # cosine x scale as the logits of the contrastive loss
+    symmetric: bool = False  # also each relevant text against the batch's queries (both directions, averaged)
     alpha: float = 1.0  # WiSE-FT: (1 - alpha) * untrained + alpha * fine-tuned
     max_minutes: float = 0.0  # 0: no bound
     seed: int = 0
@@ -129,7 +130,10 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple
         texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for _, _, n in chunk],
                             config.max_length)
         logits = config.scale * queries @ texts.T
-        loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(chunk), device=logits.device))
+        targets = torch.arange(len(chunk), device=logits.device)
+        loss = torch.nn.functional.cross_entropy(logits, targets)
+        if config.symmetric:  # which query is this text's? (the mined irrelevant texts ask nothing)
+            loss = (loss + torch.nn.functional.cross_entropy(logits[:, :len(chunk)].T, targets)) / 2
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()

@@ -72,6 +72,28 @@ def test_finetune_writes_a_model_that_moved_and_alpha_interpolates(squad_pairs_f
     assert not (tmp_path / "none").exists()
 
 
+def test_the_symmetric_loss_also_asks_which_query_each_relevant_text_belongs_to(squad_pairs_file):
+    import torch
+    import transformers
+
+    from training.base_models import resolve_base
+    from training.embedder_finetune import train_contrastive
+
+    rows = embedder_triplets(load_pairs(squad_pairs_file).pairs, group_by="source")[:8]
+    base = str(resolve_base("default-base"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=True)
+    first_losses = []
+    for symmetric in (False, True):
+        torch.manual_seed(0)
+        encoder = transformers.AutoModel.from_pretrained(base, local_files_only=True)
+        config = EmbedderTrainConfig(batch_size=8, max_length=32, epochs=1.0, symmetric=symmetric)
+        curve = train_contrastive(torch, tokenizer, encoder, rows, config)
+        assert curve["steps"] == 1
+        first_losses.append(curve["loss_by_tenth"][0])
+    plain, symmetric_loss = first_losses
+    assert np.isfinite([plain, symmetric_loss]).all() and plain != pytest.approx(symmetric_loss, abs=1e-4)
+
+
 def test_crag_train_embedder_says_what_to_do_next(squad_pairs_file, tmp_path, capsys):
     out = tmp_path / "tuned"
     assert main(["train-embedder", "--data", str(squad_pairs_file), "--out", str(out), "--batch-size", "8",
