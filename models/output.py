@@ -11,7 +11,8 @@ from typing import Any
 
 from models.errors import ConfigError
 
-__all__ = ["check_output_path", "check_replaceable_dir", "print_json", "print_table", "print_text"]
+__all__ = ["check_output_path", "check_replaceable_dir", "make_output_dir", "print_json", "print_table",
+           "print_text"]
 
 
 def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str | None = None,
@@ -56,6 +57,19 @@ def check_replaceable_dir(out: str | Path, *, key: str, value: str, what: str) -
     if found != value:
         raise ConfigError(f"--out {out} exists and is not {what} (only one of those is replaced); choose a new "
                           "directory so nothing stored there is lost")
+
+
+def make_output_dir(out: str | Path, *, option: str = "--out") -> None:
+    """Make a command's output folder before its slow work (training), so a path that cannot be written is said
+    then, not after the work is done and lost."""
+    target = Path(out)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{option} {out}: cannot make this folder ({exc.strerror or exc}); choose another path") \
+            from None
+    if not os.access(target, os.W_OK):
+        raise ConfigError(f"{option} {out}: this folder is not writable; choose another path")
 
 
 def print_json(data: Any) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 from models.deps import require
 from models.errors import ConfigError
 from models.field_types import check_field_types
+from models.output import make_output_dir
 from models.types import Verdict
 from training.data import LabelledPair, groups_of
 
@@ -186,6 +187,7 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True)
     check_positions(encoder.config, config.max_length, f"the base model {base_dir}")
     untrained = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
+    make_output_dir(out)  # a path that cannot be written is said now, not after the training
     encoder.to(config.device)
     curve = train_contrastive(torch, tokenizer, encoder, rows, config)
     encoder.to("cpu")

@@ -36,6 +36,7 @@ from models.bundle import write_manifest
 from models.deps import require
 from models.errors import ConfigError
 from models.field_types import check_field_types
+from models.output import make_output_dir
 from models.types import Verdict
 from training.base_models import resolve_base
 from training.data import LabelledPair, PairSet, model_decided, write_pairs
@@ -389,7 +390,7 @@ def train_grader(train: PairSet, val: PairSet, out: str | Path, config: TrainCon
     frozen = freeze_lower_layers(model, config.freeze_layers)
     if frozen:
         logger.info("froze the embeddings and %d lower layers (%d parameters)", config.freeze_layers, frozen)
-    out.mkdir(parents=True, exist_ok=True)  # only once the starting model is known to be usable
+    make_output_dir(out)  # only once the starting model is known to be usable
     if started_from:
         config = replace(config, extra={**config.extra, "init_bundle": started_from})  # recorded in the manifest
     rng = random.Random(config.seed)

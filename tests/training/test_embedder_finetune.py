@@ -66,6 +66,8 @@ def test_finetune_writes_a_model_that_moved_and_alpha_interpolates(squad_pairs_f
     assert np.allclose(midway.numpy(), (0.5 * start + 0.5 * moved).numpy(), atol=1e-6)  # same seed, same steps
     with pytest.raises(ConfigError, match="exists and is not empty"):
         finetune_embedder(pairs, tmp_path / "tuned", config)
+    with pytest.raises(ConfigError, match=r"embedder_training.json/out: cannot make this folder"):
+        finetune_embedder(pairs, tmp_path / "tuned" / "embedder_training.json" / "out", config)  # before training
     only_positive = [p for p in pairs if p.label is Verdict.RELEVANT]
     with pytest.raises(ConfigError, match="needs queries with both a relevant and an irrelevant text"):
         finetune_embedder(only_positive, tmp_path / "none", config)

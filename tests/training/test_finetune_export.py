@@ -147,7 +147,7 @@ def test_training_never_overwrites_a_bundle_or_other_files(tiny_torch_bundle, sq
     stray.mkdir()
     (stray / "data.csv").write_text("q,t")
     for out, what in ((tiny_torch_bundle, "a trained bundle"), (stray, "other files"),
-                      (stray / "data.csv", "is a file")):
+                      (stray / "data.csv", "is a file"), (stray / "data.csv" / "out", "cannot make this folder")):
         with pytest.raises(ConfigError, match=what):
             train_grader(PairSet(pairs[:16]), PairSet(pairs[40:70]), out, TrainConfig(max_steps=1, progress=False))
     assert (tiny_torch_bundle / "manifest.json").read_bytes() == before and (stray / "data.csv").read_text() == "q,t"
