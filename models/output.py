@@ -35,12 +35,7 @@ def check_output_path(out: str | Path, *inputs: str | Path, keep_existing: str |
             if not ancestor.is_dir():
                 raise ConfigError(f"{option} {out}: {ancestor} is a file, not a folder")
             break
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{option} {out}: cannot make its folder {target.parent} ({exc.strerror})") from None
-    if not os.access(target.parent, os.W_OK):
-        raise ConfigError(f"{option} {out}: its folder {target.parent} is not writable")
+    _make_writable(target.parent, f"{option} {out}", f"its folder {target.parent}")
 
 
 def check_replaceable_dir(out: str | Path, *, key: str, value: str, what: str) -> None:
@@ -62,14 +57,18 @@ def check_replaceable_dir(out: str | Path, *, key: str, value: str, what: str) -
 def make_output_dir(out: str | Path, *, option: str = "--out") -> None:
     """Make a command's output folder before its slow work (training), so a path that cannot be written is said
     then, not after the work is done and lost."""
-    target = Path(out)
+    _make_writable(Path(out), f"{option} {out}", "this folder", fix="; choose another path")
+
+
+def _make_writable(folder: Path, said: str, what: str, fix: str = "") -> None:
+    """Make ``folder`` (and its parents) and check that it can be written, or a ConfigError beginning with ``said``
+    that names it as ``what``."""
     try:
-        target.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"{option} {out}: cannot make this folder ({exc.strerror or exc}); choose another path") \
-            from None
-    if not os.access(target, os.W_OK):
-        raise ConfigError(f"{option} {out}: this folder is not writable; choose another path")
+        raise ConfigError(f"{said}: cannot make {what} ({exc.strerror or exc}){fix}") from None
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{said}: {what} is not writable{fix}")
 
 
 def print_json(data: Any) -> None:

@@ -186,7 +186,8 @@ def _index_stats(args: argparse.Namespace) -> int:
     stats = LocalHybridIndex.open_existing(args.index).stats()
     # whether crag's searches can use it as it is, or it must be re-embedded first (`crag index reembed`)
     stats["embedder_in_use"] = default_embedder_name()
-    stats["embedder_matches"] = stats["embedder"] == stats["embedder_in_use"] if stats.get("embedder") else None
+    built_with = stats.get("embedder")
+    stats["embedder_matches"] = built_with == stats["embedder_in_use"] if built_with else None
     print_json(stats)
     return 0
 
