@@ -1,7 +1,8 @@
 """``crag train-embedder``: fine-tune the bi-encoder whose cosine a fused grader reads, on your labelled pairs.
 
 The bi-encoder is trained the way all-MiniLM-L6-v2 was made: each query against its relevant text, the other
-texts of its batch and one irrelevant text of the same query (MultipleNegativesRankingLoss, Henderson et al. 2017).
+texts of its batch and one (``negatives``: more) irrelevant text of the same query (MultipleNegativesRankingLoss,
+Henderson et al. 2017).
 Its weights can then be interpolated with the untrained ones (WiSE-FT, ``alpha``), as the shipped cross-encoder's
 are. On the recipe's data its cosine carried to domains it never saw better than the frozen one (held-out consumer
 health 0.848 against 0.809, web left out of training 0.725 against 0.700; docs/grader-experiments.md). The result is
@@ -51,6 +52,7 @@ class EmbedderTrainConfig:
     max_length: int = 128  # all-MiniLM-L6-v2 was trained on 128 tokens; it reads 256 when it embeds
     scale: float = 20.0  # cosine x scale as the logits of the contrastive loss
     symmetric: bool = False  # also each relevant text against the batch's queries (both directions, averaged)
+    negatives: int = 1  # mined irrelevant texts per query, at most (a query with fewer uses all it has)
     alpha: float = 1.0  # WiSE-FT: (1 - alpha) * untrained + alpha * fine-tuned
     max_minutes: float = 0.0  # 0: no bound
     seed: int = 0
@@ -66,6 +68,7 @@ class EmbedderTrainConfig:
             (0 < self.learning_rate < 1, "learning_rate", "in (0, 1)"),
             (16 <= self.max_length <= 8192, "max_length", "in [16, 8192]"),
             (self.scale > 0, "scale", "> 0"),
+            (self.negatives >= 1, "negatives", ">= 1"),
             (0 < self.alpha <= 1, "alpha", "in (0, 1] (1: the fine-tuned weights alone)"),
             (self.max_minutes >= 0, "max_minutes", ">= 0 (0: no bound)"),
             (self.threads >= 0, "threads", ">= 0 (0: the machine's choice)"),
@@ -74,11 +77,14 @@ class EmbedderTrainConfig:
             raise ConfigError(f"EmbedderTrainConfig: {'; '.join(bad)}")
 
 
+Triplet = tuple[str, str, tuple[str, ...]]  # (query, a relevant text, irrelevant texts of the same query)
+
+
 def embedder_triplets(pairs: Sequence[LabelledPair], *, per_group: int = 2500, group_by: str | None = "domain",
-                      seed: int = 0, leave_out: Collection[str] = ()) -> list[tuple[str, str, str]]:
-    """(query, a relevant text, an irrelevant text of the same query) for every query that has both, at most
-    ``per_group`` per group, none of the groups in ``leave_out`` (to measure how it carries there), shuffled;
-    partial pairs are left out (neither side of the contrast)."""
+                      seed: int = 0, leave_out: Collection[str] = (), negatives: int = 1) -> list[Triplet]:
+    """(query, a relevant text, up to ``negatives`` irrelevant texts of the same query) for every query that has
+    both, at most ``per_group`` per group, none of the groups in ``leave_out`` (to measure how it carries there),
+    shuffled; partial pairs are left out (neither side of the contrast)."""
     rng = random.Random(seed)
     named = groups_of(pairs, group_by) or ["all"] * len(pairs)  # a field no pair has is an error naming the fields
     group_of: dict[str, str] = {}
@@ -86,13 +92,15 @@ def embedder_triplets(pairs: Sequence[LabelledPair], *, per_group: int = 2500, g
     for pair, name in zip(pairs, named, strict=True):
         by_query[pair.query_id].append(pair)
         group_of.setdefault(pair.query_id, name)
-    by_group: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    by_group: dict[str, list[Triplet]] = defaultdict(list)
     for group in by_query.values():
-        positives = [p.text for p in group if p.label is Verdict.RELEVANT]
-        negatives = [p.text for p in group if p.label is Verdict.IRRELEVANT]
-        if positives and negatives:
-            by_group[group_of[group[0].query_id]].append(
-                (group[0].query, rng.choice(positives), rng.choice(negatives)))
+        relevant = [p.text for p in group if p.label is Verdict.RELEVANT]
+        irrelevant = [p.text for p in group if p.label is Verdict.IRRELEVANT]
+        if relevant and irrelevant:
+            positive = rng.choice(relevant)  # one draw each when negatives == 1: the shipped run's triplets
+            chosen = (rng.choice(irrelevant),) if negatives == 1 else tuple(
+                rng.sample(irrelevant, min(negatives, len(irrelevant))))
+            by_group[group_of[group[0].query_id]].append((group[0].query, positive, chosen))
     out = []
     for name, rows in by_group.items():
         if name in leave_out:
@@ -113,7 +121,7 @@ def embed_batch(torch: Any, tokenizer: Any, encoder: Any, texts: list[str], max_
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
-def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple[str, str, str]],
+def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Triplet],
                       config: EmbedderTrainConfig) -> dict[str, Any]:
     """Contrastive passes over ``rows`` (at most ``config.epochs``, stopped after ``max_minutes``); the loss curve."""
     steps = max(1, int(len(rows) * config.epochs) // config.batch_size)
@@ -122,13 +130,13 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
     encoder.train()
-    start, losses = time.perf_counter(), []
+    start, losses, negatives_seen = time.perf_counter(), [], 0
     wrapped = rows + rows  # a batch that runs past the last triplet continues from the first
     for step in range(steps):
         first = (step * config.batch_size) % len(rows)
         chunk = wrapped[first:first + config.batch_size]
         queries = embed_batch(torch, tokenizer, encoder, [q for q, _, _ in chunk], config.max_length)
-        texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for _, _, n in chunk],
+        texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for *_, ns in chunk for n in ns],
                             config.max_length)
         logits = config.scale * queries @ texts.T
         targets = torch.arange(len(chunk), device=logits.device)
@@ -140,12 +148,13 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[tuple
         optimiser.step()
         schedule.step()
         losses.append(float(loss.detach()))
+        negatives_seen += sum(len(ns) for *_, ns in chunk)
         if config.max_minutes and time.perf_counter() - start > 60 * config.max_minutes:
             logger.info("stopped after %d of %d steps: --max-minutes %g reached", step + 1, steps, config.max_minutes)
             break
     encoder.eval()
     done, seconds = len(losses), time.perf_counter() - start
-    return {"steps": done, "planned_steps": steps, "seconds": seconds,
+    return {"steps": done, "planned_steps": steps, "seconds": seconds, "mined_negatives_seen": negatives_seen,
             "triplets_per_s": done * config.batch_size / seconds if seconds else None,
             "loss_by_tenth": [float(np.mean(part)) if len(part) else None
                               for part in np.array_split(np.asarray(losses), 10)]}
@@ -170,7 +179,8 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not empty; choose a new folder so nothing stored there is lost")
-    rows = embedder_triplets(pairs, per_group=config.per_group, group_by=config.group_by, seed=config.seed)
+    rows = embedder_triplets(pairs, per_group=config.per_group, group_by=config.group_by, seed=config.seed,
+                             negatives=config.negatives)
     if len(rows) < 2:
         raise ConfigError(f"fine-tuning the bi-encoder needs queries with both a relevant and an irrelevant text; "
                           f"{len(pairs)} pairs give {len(rows)} (mine irrelevant ones with `crag mine`, or label more)")

@@ -25,7 +25,8 @@ def test_triplets_need_both_sides_of_a_query_and_are_capped_per_group():
               _pair("partial?", "no", Verdict.IRRELEVANT, "medical")]
     rows = embedder_triplets(pairs, per_group=3, seed=1)
     assert len(rows) == 4 and sum(q == "med?" for q, _, _ in rows) == 1  # 3 of web's 5, medical's one
-    assert all(p.startswith(("answer", "med answer")) and n.startswith(("other", "med other")) for _, p, n in rows)
+    assert all(p.startswith(("answer", "med answer")) and len(ns) == 1 and ns[0].startswith(("other", "med other"))
+               for _, p, ns in rows)
     assert embedder_triplets(pairs, per_group=3, seed=1) == rows  # reproducible
     assert {q for q, _, _ in embedder_triplets(pairs, leave_out=("web",))} == {"med?"}
     assert len(embedder_triplets(pairs, group_by=None, per_group=100)) == 6
@@ -33,8 +34,19 @@ def test_triplets_need_both_sides_of_a_query_and_are_capped_per_group():
         embedder_triplets(pairs, group_by="domian")  # a typo would have made one group of everything
 
 
+def test_several_negatives_per_query_are_distinct_and_at_most_what_the_query_has():
+    pairs = [_pair("q?", "yes", Verdict.RELEVANT, "web")] + [_pair("q?", f"no {i}", Verdict.IRRELEVANT, "web")
+                                                             for i in range(4)]
+    pairs += [_pair("r?", "yes r", Verdict.RELEVANT, "web"), _pair("r?", "no r", Verdict.IRRELEVANT, "web")]
+    rows = {q: ns for q, _, ns in embedder_triplets(pairs, negatives=3, seed=2)}
+    assert len(rows["q?"]) == 3 and len(set(rows["q?"])) == 3 and set(rows["q?"]) <= {f"no {i}" for i in range(4)}
+    assert rows["r?"] == ("no r",)
+    assert all(len(ns) == 1 for _, _, ns in embedder_triplets(pairs, seed=2))
+
+
 @pytest.mark.parametrize(("knobs", "named"), [
     ({"batch_size": 1}, "batch_size must be >= 2"),
+    ({"negatives": 0}, "negatives must be >= 1"),
     ({"alpha": 0.0}, "alpha must be in (0, 1]"),
     ({"learning_rate": 0.0}, "learning_rate must be in (0, 1)"),
     ({"per_group": "10"}, "per_group must be an int"),
@@ -96,10 +108,28 @@ def test_the_symmetric_loss_also_asks_which_query_each_relevant_text_belongs_to(
     assert np.isfinite([plain, symmetric_loss]).all() and plain != pytest.approx(symmetric_loss, abs=1e-4)
 
 
+def test_a_step_reads_every_mined_negative_of_its_queries(squad_pairs_file):
+    import torch
+    import transformers
+
+    from training.base_models import resolve_base
+    from training.embedder_finetune import train_contrastive
+
+    rows = embedder_triplets(load_pairs(squad_pairs_file).pairs, group_by="source", negatives=2)[:8]
+    assert any(len(ns) == 2 for _, _, ns in rows)
+    base = str(resolve_base("default-base"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=True)
+    encoder = transformers.AutoModel.from_pretrained(base, local_files_only=True)
+    curve = train_contrastive(torch, tokenizer, encoder, rows, EmbedderTrainConfig(batch_size=8, max_length=32))
+    assert curve["steps"] == 1 and np.isfinite(curve["loss_by_tenth"][0])
+    assert curve["mined_negatives_seen"] == sum(len(ns) for _, _, ns in rows) > 8
+
+
 def test_crag_train_embedder_says_what_to_do_next(squad_pairs_file, tmp_path, capsys):
     out = tmp_path / "tuned"
     assert main(["train-embedder", "--data", str(squad_pairs_file), "--out", str(out), "--batch-size", "8",
-                 "--max-length", "32", "--epochs", "0.3", "--group-by", "none"]) == 0
+                 "--max-length", "32", "--epochs", "0.3", "--group-by", "none", "--negatives", "2"]) == 0
     result = json.loads(capsys.readouterr().out)
+    assert json.loads((out / "embedder_training.json").read_text())["config"]["negatives"] == 2
     assert result["triplets"] > 0 and f"crag export-embedder --source {out}" in result["next"]
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
