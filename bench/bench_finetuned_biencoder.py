@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--symmetric", action="store_true", help="the loss in both directions (texts to queries too)")
     ap.add_argument("--negatives", type=int, default=1, help="mined irrelevant texts per query, at most")
+    ap.add_argument("--per-positive", action="store_true", help="a triplet for every relevant text of a query")
     ap.add_argument("--save-model", type=Path, help="write the fine-tuned encoder and tokenizer here")
     ap.add_argument("--arrays", type=Path, help="write every pair's labels, scores and features here (.npz)")
     ap.add_argument("--leave-out", nargs="*", default=[], help="training domains to leave out (how it carries there)")
@@ -104,10 +105,12 @@ def main() -> None:
     encoder = transformers.AutoModel.from_pretrained(str(base_dir), local_files_only=True)
     base_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
     rows = embedder_triplets(load_pairs(args.work / "train.jsonl").pairs, per_group=args.per_domain, seed=args.seed,
-                             leave_out=tuple(args.leave_out), negatives=args.negatives)
+                             leave_out=tuple(args.leave_out), negatives=args.negatives,
+                             per_positive=args.per_positive)
     config = EmbedderTrainConfig(batch_size=args.batch_size, learning_rate=args.lr, max_length=args.max_length,
                                  max_minutes=args.minutes, seed=args.seed, epochs=args.epochs,
-                                 symmetric=args.symmetric, negatives=args.negatives)
+                                 symmetric=args.symmetric, negatives=args.negatives,
+                                 per_positive=args.per_positive)
     curve = train_contrastive(torch, tokenizer, encoder, rows, config)
     tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
 

@@ -53,6 +53,7 @@ class EmbedderTrainConfig:
     scale: float = 20.0  # cosine x scale as the logits of the contrastive loss
     symmetric: bool = False  # also each relevant text against the batch's queries (both directions, averaged)
     negatives: int = 1  # mined irrelevant texts per query, at most (a query with fewer uses all it has)
+    per_positive: bool = False  # a triplet for every relevant text of a query, not one per query
     alpha: float = 1.0  # WiSE-FT: (1 - alpha) * untrained + alpha * fine-tuned
     max_minutes: float = 0.0  # 0: no bound
     seed: int = 0
@@ -81,10 +82,12 @@ Triplet = tuple[str, str, tuple[str, ...]]  # (query, a relevant text, irrelevan
 
 
 def embedder_triplets(pairs: Sequence[LabelledPair], *, per_group: int = 2500, group_by: str | None = "domain",
-                      seed: int = 0, leave_out: Collection[str] = (), negatives: int = 1) -> list[Triplet]:
+                      seed: int = 0, leave_out: Collection[str] = (), negatives: int = 1,
+                      per_positive: bool = False) -> list[Triplet]:
     """(query, a relevant text, up to ``negatives`` irrelevant texts of the same query) for every query that has
-    both, at most ``per_group`` per group, none of the groups in ``leave_out`` (to measure how it carries there),
-    shuffled; partial pairs are left out (neither side of the contrast)."""
+    both (``per_positive``: for every relevant text of such a query), at most ``per_group`` per group, none of the
+    groups in ``leave_out`` (to measure how it carries there), shuffled; partial pairs are left out (neither side of
+    the contrast)."""
     rng = random.Random(seed)
     named = groups_of(pairs, group_by) or ["all"] * len(pairs)  # a field no pair has is an error naming the fields
     group_of: dict[str, str] = {}
@@ -96,7 +99,11 @@ def embedder_triplets(pairs: Sequence[LabelledPair], *, per_group: int = 2500, g
     for group in by_query.values():
         relevant = [p.text for p in group if p.label is Verdict.RELEVANT]
         irrelevant = [p.text for p in group if p.label is Verdict.IRRELEVANT]
-        if relevant and irrelevant:
+        if relevant and irrelevant and per_positive:
+            by_group[group_of[group[0].query_id]] += [
+                (group[0].query, positive, tuple(rng.sample(irrelevant, min(negatives, len(irrelevant)))))
+                for positive in relevant]
+        elif relevant and irrelevant:
             positive = rng.choice(relevant)  # one draw each when negatives == 1: the shipped run's triplets
             chosen = (rng.choice(irrelevant),) if negatives == 1 else tuple(
                 rng.sample(irrelevant, min(negatives, len(irrelevant))))
@@ -138,7 +145,7 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
         queries = embed_batch(torch, tokenizer, encoder, [q for q, _, _ in chunk], config.max_length)
         texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for *_, ns in chunk for n in ns],
                             config.max_length)
-        logits = config.scale * queries @ texts.T
+        logits = _without_own_query_texts(torch, config.scale * queries @ texts.T, [q for q, _, _ in chunk])
         targets = torch.arange(len(chunk), device=logits.device)
         loss = torch.nn.functional.cross_entropy(logits, targets)
         if config.symmetric:  # which query is this text's? (the mined irrelevant texts ask nothing)
@@ -158,6 +165,19 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
             "triplets_per_s": done * config.batch_size / seconds if seconds else None,
             "loss_by_tenth": [float(np.mean(part)) if len(part) else None
                               for part in np.array_split(np.asarray(losses), 10)]}
+
+
+def _without_own_query_texts(torch: Any, logits: Any, queries: list[str]) -> Any:
+    """The logits with another row's relevant text of the same query masked out: it is not a wrong answer to it
+    (only when rows share a query, as ``per_positive`` triplets do; otherwise the logits unchanged)."""
+    if len(set(queries)) == len(queries):
+        return logits
+    n = len(queries)
+    same = torch.tensor([[a == b and i != j for j, b in enumerate(queries)] for i, a in enumerate(queries)],
+                        device=logits.device)
+    mask = torch.zeros_like(logits, dtype=torch.bool)
+    mask[:, :n] = same
+    return logits.masked_fill(mask, -1e4)
 
 
 def wise_state(untrained: dict[str, Any], tuned: dict[str, Any], alpha: float) -> dict[str, Any]:
@@ -180,7 +200,7 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not empty; choose a new folder so nothing stored there is lost")
     rows = embedder_triplets(pairs, per_group=config.per_group, group_by=config.group_by, seed=config.seed,
-                             negatives=config.negatives)
+                             negatives=config.negatives, per_positive=config.per_positive)
     if len(rows) < 2:
         raise ConfigError(f"fine-tuning the bi-encoder needs queries with both a relevant and an irrelevant text; "
                           f"{len(pairs)} pairs give {len(rows)} (mine irrelevant ones with `crag mine`, or label more)")

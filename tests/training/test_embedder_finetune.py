@@ -44,6 +44,32 @@ def test_several_negatives_per_query_are_distinct_and_at_most_what_the_query_has
     assert all(len(ns) == 1 for _, _, ns in embedder_triplets(pairs, seed=2))
 
 
+def test_per_positive_makes_a_triplet_for_every_relevant_text_of_a_query():
+    pairs = [_pair("q?", f"yes {i}", Verdict.RELEVANT, "web") for i in range(3)]
+    pairs += [_pair("q?", f"no {i}", Verdict.IRRELEVANT, "web") for i in range(2)]
+    pairs += [_pair("r?", "yes r", Verdict.RELEVANT, "web"), _pair("r?", "no r", Verdict.IRRELEVANT, "web")]
+    rows = embedder_triplets(pairs, per_positive=True, negatives=2, seed=3)
+    assert sorted(p for q, p, _ in rows if q == "q?") == ["yes 0", "yes 1", "yes 2"]
+    assert all(sorted(ns) == ["no 0", "no 1"] for q, _, ns in rows if q == "q?")
+    assert [ns for q, _, ns in rows if q == "r?"] == [("no r",)]
+    assert len(embedder_triplets(pairs, per_positive=True, per_group=2)) == 2  # the cap counts triplets
+    assert len(embedder_triplets(pairs)) == 2  # one per query otherwise
+
+
+def test_another_rows_relevant_text_of_the_same_query_is_not_a_negative():
+    import torch
+
+    from training.embedder_finetune import _without_own_query_texts
+
+    logits = torch.arange(15, dtype=torch.float32).reshape(3, 5)  # 3 rows: 3 relevant texts, then 2 negatives
+    masked = _without_own_query_texts(torch, logits, ["q", "r", "q"])
+    assert masked[0, 2] < -1e3 and masked[2, 0] < -1e3  # rows 0 and 2 share a query
+    keep = torch.ones(3, 5, dtype=torch.bool)
+    keep[0, 2] = keep[2, 0] = False
+    assert torch.equal(masked[keep], logits[keep])  # own texts, other queries' texts and negatives untouched
+    assert _without_own_query_texts(torch, logits, ["q", "r", "s"]) is logits
+
+
 @pytest.mark.parametrize(("knobs", "named"), [
     ({"batch_size": 1}, "batch_size must be >= 2"),
     ({"negatives": 0}, "negatives must be >= 1"),
@@ -128,8 +154,10 @@ def test_a_step_reads_every_mined_negative_of_its_queries(squad_pairs_file):
 def test_crag_train_embedder_says_what_to_do_next(squad_pairs_file, tmp_path, capsys):
     out = tmp_path / "tuned"
     assert main(["train-embedder", "--data", str(squad_pairs_file), "--out", str(out), "--batch-size", "8",
-                 "--max-length", "32", "--epochs", "0.3", "--group-by", "none", "--negatives", "2"]) == 0
+                 "--max-length", "32", "--epochs", "0.3", "--group-by", "none", "--negatives", "2",
+                 "--per-positive"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert json.loads((out / "embedder_training.json").read_text())["config"]["negatives"] == 2
+    recorded = json.loads((out / "embedder_training.json").read_text())["config"]
+    assert recorded["negatives"] == 2 and recorded["per_positive"] is True
     assert result["triplets"] > 0 and f"crag export-embedder --source {out}" in result["next"]
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
