@@ -28,10 +28,13 @@ def scored_sets(work: Path, features: Callable[[list[tuple[str, str]]], dict[str
     """Per split: labels, the default's fused logit, its cross-encoder logit and frozen cosine, each candidate
     feature, domains, seconds."""
     from grader import load_grader
+    from grader.cross_encoder import CrossEncoderGrader
     from training.data import load_pairs, model_decided
     from training.metrics import binary_labels
 
     grader = load_grader("default", threads=2)
+    if not isinstance(grader, CrossEncoderGrader):  # score_pairs and the fusion inputs are a cross-encoder's
+        raise SystemExit(f"the default bundle loads as {type(grader).__name__}, not a cross-encoder grader")
     sets = {}
     for name in names:
         data, _ = model_decided(load_pairs(work / f"{name}.jsonl"))
@@ -39,10 +42,13 @@ def scored_sets(work: Path, features: Callable[[list[tuple[str, str]]], dict[str
         t0 = time.perf_counter()
         scored = grader.score_pairs(pairs)
         t1 = time.perf_counter()
+        if scored.fusion_inputs is None:
+            raise SystemExit("the default bundle is not fused: there is no cross-encoder logit and cosine to compare")
+        ce_logit, cosine = scored.fusion_inputs
         candidates = features(pairs)
         t2 = time.perf_counter()
-        sets[name] = {"y": binary_labels(data.pairs), "fused": scored.logits, "cosine": scored.fusion_inputs[1],
-                      "cross_encoder": scored.fusion_inputs[0],
+        sets[name] = {"y": binary_labels(data.pairs), "fused": scored.logits, "cosine": cosine,
+                      "cross_encoder": ce_logit,
                       "features": candidates, "groups": np.array([p.metadata.get("domain", "") for p in data.pairs]),
                       "seconds": {"default": t1 - t0, "features": t2 - t1}}
     return sets
