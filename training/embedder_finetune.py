@@ -99,15 +99,12 @@ def embedder_triplets(pairs: Sequence[LabelledPair], *, per_group: int = 2500, g
     for group in by_query.values():
         relevant = [p.text for p in group if p.label is Verdict.RELEVANT]
         irrelevant = [p.text for p in group if p.label is Verdict.IRRELEVANT]
-        if relevant and irrelevant and per_positive:
-            by_group[group_of[group[0].query_id]] += [
-                (group[0].query, positive, tuple(rng.sample(irrelevant, min(negatives, len(irrelevant)))))
-                for positive in relevant]
-        elif relevant and irrelevant:
-            positive = rng.choice(relevant)  # one draw each when negatives == 1: the shipped run's triplets
-            chosen = (rng.choice(irrelevant),) if negatives == 1 else tuple(
-                rng.sample(irrelevant, min(negatives, len(irrelevant))))
-            by_group[group_of[group[0].query_id]].append((group[0].query, positive, chosen))
+        if not (relevant and irrelevant):
+            continue
+        # sample(x, 1) draws as choice(x) does: one negative per query gives the shipped run's triplets
+        by_group[group_of[group[0].query_id]] += [
+            (group[0].query, positive, tuple(rng.sample(irrelevant, min(negatives, len(irrelevant)))))
+            for positive in (relevant if per_positive else [rng.choice(relevant)])]
     out = []
     for name, rows in by_group.items():
         if name in leave_out:
@@ -142,10 +139,11 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
     for step in range(steps):
         first = (step * config.batch_size) % len(rows)
         chunk = wrapped[first:first + config.batch_size]
-        queries = embed_batch(torch, tokenizer, encoder, [q for q, _, _ in chunk], config.max_length)
+        query_texts = [q for q, _, _ in chunk]
+        queries = embed_batch(torch, tokenizer, encoder, query_texts, config.max_length)
         texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for *_, ns in chunk for n in ns],
                             config.max_length)
-        logits = _without_own_query_texts(torch, config.scale * queries @ texts.T, [q for q, _, _ in chunk])
+        logits = _without_own_query_texts(torch, config.scale * queries @ texts.T, query_texts)
         targets = torch.arange(len(chunk), device=logits.device)
         loss = torch.nn.functional.cross_entropy(logits, targets)
         if config.symmetric:  # which query is this text's? (the mined irrelevant texts ask nothing)
