@@ -21,6 +21,7 @@ cosine's (``a = 0``, the same code). Consumer health and NovelEval are in no tra
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from training.embedder_finetune import (
     EmbedderTrainConfig,
     embed_batch,
     embedder_triplets,
+    teacher_vectors,
     train_contrastive,
     wise_state,
 )
@@ -78,6 +80,20 @@ def in_place(sets: dict[str, dict[str, Any]], feature: str) -> dict[str, Any]:
     return {"cosine_share": choice.cosine_share, "leave_one_domain_out": choice.leave_one_out, "per_set": per_set}
 
 
+def cached_teacher(rows: list, teacher: str, max_length: int, cache: Path | None) -> dict[str, np.ndarray]:
+    """The teacher's vectors of every text of ``rows`` (``teacher_vectors``), from ``cache`` when it holds them
+    all (the teacher is the slow part: ~7 texts/s for all-mpnet-base-v2 on 2 cores)."""
+    if cache and cache.is_file():
+        with np.load(cache) as stored:
+            vectors = dict(zip(json.loads(str(stored["texts"])), stored["vectors"], strict=True))
+        if all(t in vectors for q, p, ns in rows for t in (q, p, *ns)):
+            return vectors
+    vectors = teacher_vectors(rows, teacher, max_length)
+    if cache:
+        np.savez(cache, texts=np.asarray(json.dumps(list(vectors))), vectors=np.stack(list(vectors.values())))
+    return vectors
+
+
 def main() -> None:
     ap = work_parser(__doc__)
     ap.add_argument("--per-domain", type=int, default=1500, help="training triplets per domain, at most")
@@ -90,6 +106,10 @@ def main() -> None:
     ap.add_argument("--symmetric", action="store_true", help="the loss in both directions (texts to queries too)")
     ap.add_argument("--negatives", type=int, default=1, help="mined irrelevant texts per query, at most")
     ap.add_argument("--per-positive", action="store_true", help="a triplet for every relevant text of a query")
+    ap.add_argument("--teacher", help="a larger bi-encoder's folder to distil in-batch scores from")
+    ap.add_argument("--teacher-cache", type=Path,
+                    help="the teacher's vectors of the triplets' texts (.npz): read if it exists, else written")
+    ap.add_argument("--distill-weight", type=float, default=0.5, help="with --teacher: the distillation's share")
     ap.add_argument("--save-model", type=Path, help="write the fine-tuned encoder and tokenizer here")
     ap.add_argument("--arrays", type=Path, help="write every pair's labels, scores and features here (.npz)")
     ap.add_argument("--leave-out", nargs="*", default=[], help="training domains to leave out (how it carries there)")
@@ -110,8 +130,10 @@ def main() -> None:
     config = EmbedderTrainConfig(batch_size=args.batch_size, learning_rate=args.lr, max_length=args.max_length,
                                  max_minutes=args.minutes, seed=args.seed, epochs=args.epochs,
                                  symmetric=args.symmetric, negatives=args.negatives,
-                                 per_positive=args.per_positive)
-    curve = train_contrastive(torch, tokenizer, encoder, rows, config)
+                                 per_positive=args.per_positive, teacher=args.teacher,
+                                 distill_weight=args.distill_weight)
+    teacher = cached_teacher(rows, args.teacher, args.max_length, args.teacher_cache) if args.teacher else None
+    curve = train_contrastive(torch, tokenizer, encoder, rows, config, teacher)
     tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
 
     def features(pairs: list[tuple[str, str]]) -> dict[str, np.ndarray]:

@@ -31,8 +31,8 @@ from models.output import make_output_dir
 from models.types import Verdict
 from training.data import LabelledPair, groups_of
 
-__all__ = ["EmbedderTrainConfig", "embed_batch", "embedder_triplets", "finetune_embedder", "train_contrastive",
-           "wise_state"]
+__all__ = ["EmbedderTrainConfig", "embed_batch", "embedder_triplets", "finetune_embedder", "teacher_vectors",
+           "train_contrastive", "wise_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,8 @@ class EmbedderTrainConfig:
     symmetric: bool = False  # also each relevant text against the batch's queries (both directions, averaged)
     negatives: int = 1  # mined irrelevant texts per query, at most (a query with fewer uses all it has)
     per_positive: bool = False  # a triplet for every relevant text of a query, not one per query
+    teacher: str | None = None  # a larger sentence-transformers bi-encoder's folder: distil its in-batch scores
+    distill_weight: float = 0.5  # with a teacher: the loss is (1 - w) x contrastive + w x KL(teacher || student)
     alpha: float = 1.0  # WiSE-FT: (1 - alpha) * untrained + alpha * fine-tuned
     max_minutes: float = 0.0  # 0: no bound
     seed: int = 0
@@ -70,6 +72,7 @@ class EmbedderTrainConfig:
             (16 <= self.max_length <= 8192, "max_length", "in [16, 8192]"),
             (self.scale > 0, "scale", "> 0"),
             (self.negatives >= 1, "negatives", ">= 1"),
+            (0 <= self.distill_weight <= 1, "distill_weight", "in [0, 1]"),
             (0 < self.alpha <= 1, "alpha", "in (0, 1] (1: the fine-tuned weights alone)"),
             (self.max_minutes >= 0, "max_minutes", ">= 0 (0: no bound)"),
             (self.threads >= 0, "threads", ">= 0 (0: the machine's choice)"),
@@ -125,9 +128,35 @@ def embed_batch(torch: Any, tokenizer: Any, encoder: Any, texts: list[str], max_
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
+def checked_teacher(teacher: str | Path) -> Path:
+    """The teacher's folder, or a ConfigError naming it when it holds no model (said before any training)."""
+    folder = Path(teacher)
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"teacher {folder} is not a sentence-transformers model folder (no config.json); give the "
+                          f"local folder of a bi-encoder such as all-mpnet-base-v2")
+    return folder
+
+
+def teacher_vectors(rows: Sequence[Triplet], teacher: str | Path, max_length: int,
+                    batch_size: int = 32) -> dict[str, np.ndarray]:
+    """Every query and text of ``rows`` embedded (unit vectors) by a larger sentence-transformers bi-encoder, read
+    from its local folder at the length the student trains on; the teacher of ``train_contrastive``."""
+    folder = checked_teacher(teacher)
+    sentence_transformers = require("sentence_transformers", "train")
+    model = sentence_transformers.SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    model.max_seq_length = max_length
+    texts = sorted({t for q, p, ns in rows for t in (q, p, *ns)})
+    vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                           show_progress_bar=False)
+    return dict(zip(texts, vectors, strict=True))
+
+
 def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Triplet],
-                      config: EmbedderTrainConfig) -> dict[str, Any]:
-    """Contrastive passes over ``rows`` (at most ``config.epochs``, stopped after ``max_minutes``); the loss curve."""
+                      config: EmbedderTrainConfig,
+                      teacher: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Contrastive passes over ``rows`` (at most ``config.epochs``, stopped after ``max_minutes``); the loss curve.
+    With ``teacher`` (each text's vector from ``teacher_vectors``) the student also learns the teacher's scores of
+    every text of the batch for each query (in-batch distillation), weighted by ``config.distill_weight``."""
     steps = max(1, int(len(rows) * config.epochs) // config.batch_size)
     optimiser = torch.optim.AdamW(encoder.parameters(), lr=config.learning_rate)
     warmup = max(1, steps // 10)
@@ -141,11 +170,14 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
         chunk = wrapped[first:first + config.batch_size]
         query_texts = [q for q, _, _ in chunk]
         queries = embed_batch(torch, tokenizer, encoder, query_texts, config.max_length)
-        texts = embed_batch(torch, tokenizer, encoder, [p for _, p, _ in chunk] + [n for *_, ns in chunk for n in ns],
-                            config.max_length)
+        text_list = [p for _, p, _ in chunk] + [n for *_, ns in chunk for n in ns]
+        texts = embed_batch(torch, tokenizer, encoder, text_list, config.max_length)
         logits = _without_own_query_texts(torch, config.scale * queries @ texts.T, query_texts)
         targets = torch.arange(len(chunk), device=logits.device)
         loss = torch.nn.functional.cross_entropy(logits, targets)
+        if teacher is not None:
+            loss = (1 - config.distill_weight) * loss + config.distill_weight * _distillation_loss(
+                torch, logits, teacher, query_texts, text_list, config.scale)
         if config.symmetric:  # which query is this text's? (the mined irrelevant texts ask nothing)
             loss = (loss + torch.nn.functional.cross_entropy(logits[:, :len(chunk)].T, targets)) / 2
         optimiser.zero_grad()
@@ -163,6 +195,17 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
             "triplets_per_s": done * config.batch_size / seconds if seconds else None,
             "loss_by_tenth": [float(np.mean(part)) if len(part) else None
                               for part in np.array_split(np.asarray(losses), 10)]}
+
+
+def _distillation_loss(torch: Any, logits: Any, teacher: dict[str, np.ndarray], queries: list[str],
+                       texts: list[str], scale: float) -> Any:
+    """KL(teacher || student) over each query's scores of the batch's texts, the teacher's cosines at the same
+    scale and with the same texts masked as the student's."""
+    t_q = torch.from_numpy(np.stack([teacher[q] for q in queries])).to(logits.device)
+    t_t = torch.from_numpy(np.stack([teacher[t] for t in texts])).to(logits.device)
+    target = torch.nn.functional.softmax(_without_own_query_texts(torch, scale * t_q @ t_t.T, queries), dim=-1)
+    return torch.nn.functional.kl_div(torch.nn.functional.log_softmax(logits, dim=-1), target,
+                                      reduction="batchmean")
 
 
 def _without_own_query_texts(torch: Any, logits: Any, queries: list[str]) -> Any:
@@ -202,6 +245,8 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     if len(rows) < 2:
         raise ConfigError(f"fine-tuning the bi-encoder needs queries with both a relevant and an irrelevant text; "
                           f"{len(pairs)} pairs give {len(rows)} (mine irrelevant ones with `crag mine`, or label more)")
+    if config.teacher:
+        checked_teacher(config.teacher)
     torch = require("torch", "train")
     transformers = require("transformers", "train")
     check_device(torch, config.device)
@@ -216,8 +261,9 @@ def finetune_embedder(pairs: Sequence[LabelledPair], out: str | Path,
     check_positions(encoder.config, config.max_length, f"the base model {base_dir}")
     untrained = {k: v.detach().clone() for k, v in encoder.state_dict().items()}
     make_output_dir(out)  # a path that cannot be written is said now, not after the training
+    teacher = teacher_vectors(rows, config.teacher, config.max_length) if config.teacher else None
     encoder.to(config.device)
-    curve = train_contrastive(torch, tokenizer, encoder, rows, config)
+    curve = train_contrastive(torch, tokenizer, encoder, rows, config, teacher)
     encoder.to("cpu")
     if config.alpha < 1:
         encoder.load_state_dict(wise_state(untrained, encoder.state_dict(), config.alpha))

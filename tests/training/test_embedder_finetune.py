@@ -76,6 +76,7 @@ def test_another_rows_relevant_text_of_the_same_query_is_not_a_negative():
     ({"alpha": 0.0}, "alpha must be in (0, 1]"),
     ({"learning_rate": 0.0}, "learning_rate must be in (0, 1)"),
     ({"per_group": "10"}, "per_group must be an int"),
+    ({"distill_weight": 1.5}, "distill_weight must be in [0, 1]"),
 ])
 def test_a_bad_knob_is_refused_by_name(knobs, named):
     with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
@@ -151,13 +152,49 @@ def test_a_step_reads_every_mined_negative_of_its_queries(squad_pairs_file):
     assert curve["mined_negatives_seen"] == sum(len(ns) for _, _, ns in rows) > 8
 
 
+def test_a_teacher_that_scores_as_the_student_does_leaves_only_the_contrastive_share(squad_pairs_file):
+    """The base model as its own teacher, without dropout: at the first step the teacher's in-batch scores are the
+    student's, the KL term is ~0 and the loss is (1 - w) x the plain contrastive loss; with w = 1 it is ~0."""
+    import torch
+    import transformers
+
+    from training.base_models import resolve_base
+    from training.embedder_finetune import teacher_vectors, train_contrastive
+
+    rows = embedder_triplets(load_pairs(squad_pairs_file).pairs, group_by="source")[:8]
+    base = str(resolve_base("default-base"))
+    teacher = teacher_vectors(rows, base, max_length=32)
+    assert set(teacher) == {t for q, p, ns in rows for t in (q, p, *ns)}
+    assert all(abs(float(np.linalg.norm(v)) - 1) < 1e-5 for v in teacher.values())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=True)
+    first = {}
+    for name, weight, vectors in (("plain", 0.5, None), ("w0.5", 0.5, teacher), ("w1", 1.0, teacher)):
+        encoder = transformers.AutoModel.from_pretrained(base, local_files_only=True, hidden_dropout_prob=0.0,
+                                                         attention_probs_dropout_prob=0.0)
+        config = EmbedderTrainConfig(batch_size=8, max_length=32, distill_weight=weight)
+        first[name] = train_contrastive(torch, tokenizer, encoder, rows, config, vectors)["loss_by_tenth"][0]
+    assert first["plain"] > 0.01
+    assert first["w0.5"] == pytest.approx(0.5 * first["plain"], rel=1e-3)
+    assert first["w1"] == pytest.approx(0.0, abs=1e-4)
+
+
+def test_a_teacher_folder_without_a_model_is_refused_before_anything_is_written(squad_pairs_file, tmp_path):
+    config = EmbedderTrainConfig(batch_size=8, max_length=32, group_by="source", teacher=str(tmp_path / "no-model"))
+    with pytest.raises(ConfigError, match="no-model is not a sentence-transformers model folder"):
+        finetune_embedder(load_pairs(squad_pairs_file).pairs, tmp_path / "out", config)
+    assert not (tmp_path / "out").exists()
+
+
 def test_crag_train_embedder_says_what_to_do_next(squad_pairs_file, tmp_path, capsys):
+    from training.base_models import resolve_base
+
     out = tmp_path / "tuned"
     assert main(["train-embedder", "--data", str(squad_pairs_file), "--out", str(out), "--batch-size", "8",
                  "--max-length", "32", "--epochs", "0.3", "--group-by", "none", "--negatives", "2",
-                 "--per-positive"]) == 0
+                 "--per-positive", "--teacher", str(resolve_base("default-base")), "--distill-weight", "0.3"]) == 0
     result = json.loads(capsys.readouterr().out)
     recorded = json.loads((out / "embedder_training.json").read_text())["config"]
     assert recorded["negatives"] == 2 and recorded["per_positive"] is True
+    assert recorded["teacher"] == str(resolve_base("default-base")) and recorded["distill_weight"] == 0.3
     assert result["triplets"] > 0 and f"crag export-embedder --source {out}" in result["next"]
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()

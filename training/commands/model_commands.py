@@ -189,7 +189,8 @@ def _train_embedder(args: argparse.Namespace) -> int:
                                  epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.lr,
                                  max_length=args.max_length, alpha=args.alpha, max_minutes=args.max_minutes,
                                  seed=args.seed, threads=args.threads, device=args.device,
-                                 negatives=args.negatives, per_positive=args.per_positive)
+                                 negatives=args.negatives, per_positive=args.per_positive,
+                                 teacher=args.teacher, distill_weight=args.distill_weight)
     report = finetune_embedder(pairs_from_args(args, args.data).pairs, args.out, config)
     print_json({"out": args.out, "triplets": report["triplets"], "training": report["training"],
                 "next": f"crag export-embedder --source {args.out} --out {args.out}-onnx, then "
@@ -216,6 +217,11 @@ def register_train_embedder(sub: argparse._SubParsersAction) -> None:
                    help="mined irrelevant texts per query in a batch, at most (the other texts of the batch count too)")
     p.add_argument("--per-positive", action="store_true",
                    help="a triplet for every relevant text of a query (default: one per query)")
+    p.add_argument("--teacher", default=None,
+                   help="local folder of a larger sentence-transformers bi-encoder whose in-batch scores the model "
+                        "also learns (distillation; e.g. all-mpnet-base-v2)")
+    p.add_argument("--distill-weight", type=float, default=0.5,
+                   help="with --teacher: the distillation's share of the loss (the contrastive loss has the rest)")
     p.add_argument("--alpha", type=float, default=1.0,
                    help="WiSE-FT weight of the fine-tuned model against the untrained one (1: fine-tuned alone)")
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0: no bound)")
