@@ -110,6 +110,8 @@ def main() -> None:
     ap.add_argument("--teacher-cache", type=Path,
                     help="the teacher's vectors of the triplets' texts (.npz): read if it exists, else written")
     ap.add_argument("--distill-weight", type=float, default=0.5, help="with --teacher: the distillation's share")
+    ap.add_argument("--guide", action="store_true",
+                    help="with --teacher: negatives the teacher scores above the relevant text are masked out")
     ap.add_argument("--save-model", type=Path, help="write the fine-tuned encoder and tokenizer here")
     ap.add_argument("--arrays", type=Path, help="write every pair's labels, scores and features here (.npz)")
     ap.add_argument("--leave-out", nargs="*", default=[], help="training domains to leave out (how it carries there)")
@@ -131,7 +133,7 @@ def main() -> None:
                                  max_minutes=args.minutes, seed=args.seed, epochs=args.epochs,
                                  symmetric=args.symmetric, negatives=args.negatives,
                                  per_positive=args.per_positive, teacher=args.teacher,
-                                 distill_weight=args.distill_weight)
+                                 distill_weight=args.distill_weight, guide=args.guide)
     teacher = cached_teacher(rows, args.teacher, args.max_length, args.teacher_cache) if args.teacher else None
     curve = train_contrastive(torch, tokenizer, encoder, rows, config, teacher)
     tuned_state = {k: v.detach().clone() for k, v in encoder.state_dict().items()}

@@ -56,6 +56,7 @@ class EmbedderTrainConfig:
     per_positive: bool = False  # a triplet for every relevant text of a query, not one per query
     teacher: str | None = None  # a larger sentence-transformers bi-encoder's folder: distil its in-batch scores
     distill_weight: float = 0.5  # with a teacher: the loss is (1 - w) x contrastive + w x KL(teacher || student)
+    guide: bool = False  # with a teacher: a query's negatives lose the texts the teacher scores above its own (GIST)
     alpha: float = 1.0  # WiSE-FT: (1 - alpha) * untrained + alpha * fine-tuned
     max_minutes: float = 0.0  # 0: no bound
     seed: int = 0
@@ -156,14 +157,15 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
                       teacher: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Contrastive passes over ``rows`` (at most ``config.epochs``, stopped after ``max_minutes``); the loss curve.
     With ``teacher`` (each text's vector from ``teacher_vectors``) the student also learns the teacher's scores of
-    every text of the batch for each query (in-batch distillation), weighted by ``config.distill_weight``."""
+    every text of the batch for each query (in-batch distillation), weighted by ``config.distill_weight``, and with
+    ``config.guide`` a query's negatives lose the texts the teacher prefers to its relevant one."""
     steps = max(1, int(len(rows) * config.epochs) // config.batch_size)
     optimiser = torch.optim.AdamW(encoder.parameters(), lr=config.learning_rate)
     warmup = max(1, steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
     encoder.train()
-    start, losses, negatives_seen = time.perf_counter(), [], 0
+    start, losses, negatives_seen, guide_masked = time.perf_counter(), [], 0, 0
     wrapped = rows + rows  # a batch that runs past the last triplet continues from the first
     for step in range(steps):
         first = (step * config.batch_size) % len(rows)
@@ -173,11 +175,17 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
         text_list = [p for _, p, _ in chunk] + [n for *_, ns in chunk for n in ns]
         texts = embed_batch(torch, tokenizer, encoder, text_list, config.max_length)
         logits = _without_own_query_texts(torch, config.scale * queries @ texts.T, query_texts)
+        taught = _teacher_scores(torch, teacher, query_texts, text_list, logits.device) if teacher else None
+        if taught is not None and config.guide:
+            logits, masked = _without_teacher_preferred(torch, logits, taught)
+            guide_masked += masked
         targets = torch.arange(len(chunk), device=logits.device)
         loss = torch.nn.functional.cross_entropy(logits, targets)
-        if teacher is not None:
-            loss = (1 - config.distill_weight) * loss + config.distill_weight * _distillation_loss(
-                torch, logits, teacher, query_texts, text_list, config.scale)
+        if taught is not None and config.distill_weight:
+            target = torch.nn.functional.softmax(
+                _without_own_query_texts(torch, config.scale * taught, query_texts), dim=-1)
+            loss = (1 - config.distill_weight) * loss + config.distill_weight * torch.nn.functional.kl_div(
+                torch.nn.functional.log_softmax(logits, dim=-1), target, reduction="batchmean")
         if config.symmetric:  # which query is this text's? (the mined irrelevant texts ask nothing)
             loss = (loss + torch.nn.functional.cross_entropy(logits[:, :len(chunk)].T, targets)) / 2
         optimiser.zero_grad()
@@ -192,20 +200,28 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
     encoder.eval()
     done, seconds = len(losses), time.perf_counter() - start
     return {"steps": done, "planned_steps": steps, "seconds": seconds, "mined_negatives_seen": negatives_seen,
+            "guide_masked": guide_masked,
             "triplets_per_s": done * config.batch_size / seconds if seconds else None,
             "loss_by_tenth": [float(np.mean(part)) if len(part) else None
                               for part in np.array_split(np.asarray(losses), 10)]}
 
 
-def _distillation_loss(torch: Any, logits: Any, teacher: dict[str, np.ndarray], queries: list[str],
-                       texts: list[str], scale: float) -> Any:
-    """KL(teacher || student) over each query's scores of the batch's texts, the teacher's cosines at the same
-    scale and with the same texts masked as the student's."""
-    t_q = torch.from_numpy(np.stack([teacher[q] for q in queries])).to(logits.device)
-    t_t = torch.from_numpy(np.stack([teacher[t] for t in texts])).to(logits.device)
-    target = torch.nn.functional.softmax(_without_own_query_texts(torch, scale * t_q @ t_t.T, queries), dim=-1)
-    return torch.nn.functional.kl_div(torch.nn.functional.log_softmax(logits, dim=-1), target,
-                                      reduction="batchmean")
+def _teacher_scores(torch: Any, teacher: dict[str, np.ndarray], queries: list[str], texts: list[str],
+                    device: Any) -> Any:
+    """The teacher's cosine of every query of the batch with every text of it (the student's logits' layout)."""
+    t_q = torch.from_numpy(np.stack([teacher[q] for q in queries])).to(device)
+    t_t = torch.from_numpy(np.stack([teacher[t] for t in texts])).to(device)
+    return t_q @ t_t.T
+
+
+def _without_teacher_preferred(torch: Any, logits: Any, taught: Any) -> tuple[Any, int]:
+    """The logits with each query's texts that the teacher scores above the query's own relevant text masked out
+    (likely unlabelled answers, not wrong ones: GISTEmbed, Solatorio 2024); and how many were masked."""
+    n = taught.shape[0]
+    own = taught[torch.arange(n), torch.arange(n)].unsqueeze(1)
+    mask = taught > own
+    mask[torch.arange(n), torch.arange(n)] = False
+    return logits.masked_fill(mask, -1e4), int(mask.sum())
 
 
 def _without_own_query_texts(torch: Any, logits: Any, queries: list[str]) -> Any:

@@ -178,6 +178,46 @@ def test_a_teacher_that_scores_as_the_student_does_leaves_only_the_contrastive_s
     assert first["w1"] == pytest.approx(0.0, abs=1e-4)
 
 
+def test_the_guide_masks_only_texts_the_teacher_prefers_to_the_querys_own():
+    import torch
+
+    from training.embedder_finetune import _without_teacher_preferred
+
+    taught = torch.tensor([[0.5, 0.7, 0.1, 0.6],   # query 0: own text 0.5; text 1 and its 2nd negative score higher
+                           [0.2, 0.4, 0.5, 0.3]])  # query 1: own text 0.4; query 0's negative scores higher
+    logits = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    masked, count = _without_teacher_preferred(torch, logits, taught)
+    expected = torch.tensor([[False, True, False, True], [False, False, True, False]])
+    assert count == 3
+    assert torch.all(masked[expected] == -1e4) and torch.equal(masked[~expected], logits[~expected])
+
+
+def test_guided_training_counts_what_it_masked_and_learns_from_the_rest():
+    import torch
+    import transformers
+
+    from training.base_models import resolve_base
+    from training.embedder_finetune import train_contrastive
+
+    rows = [(f"what is item {i} made of", f"item {i} is made of wood number {i}", (f"a passage on weather {i}",))
+            for i in range(8)]
+    base = str(resolve_base("default-base"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=True)
+    # a teacher that scores every mined negative above the query's own text, and the batch's relevant texts level
+    ones = np.ones(4, dtype=np.float32) / 2
+    teacher = {**{t: ones for q, _, ns in rows for t in (q, *ns)},
+               **{p: np.array([1.0, -1.0, 1.0, -1.0], dtype=np.float32) / 2 for _, p, _ in rows}}
+    first = {}
+    for guide in (False, True):
+        torch.manual_seed(0)
+        encoder = transformers.AutoModel.from_pretrained(base, local_files_only=True)
+        config = EmbedderTrainConfig(batch_size=8, max_length=32, distill_weight=0.0, guide=guide)
+        curve = train_contrastive(torch, tokenizer, encoder, rows, config, teacher)
+        first[guide] = (curve["guide_masked"], curve["loss_by_tenth"][0])
+    assert first[False][0] == 0 and first[True][0] == 8 * 8  # each query loses the 8 mined negatives of the batch
+    assert first[True][1] < first[False][1]  # the same step without the texts it was told were not wrong
+
+
 def test_a_teacher_folder_without_a_model_is_refused_before_anything_is_written(squad_pairs_file, tmp_path):
     config = EmbedderTrainConfig(batch_size=8, max_length=32, group_by="source", teacher=str(tmp_path / "no-model"))
     with pytest.raises(ConfigError, match="no-model is not a sentence-transformers model folder"):

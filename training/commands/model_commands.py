@@ -190,7 +190,7 @@ def _train_embedder(args: argparse.Namespace) -> int:
                                  max_length=args.max_length, alpha=args.alpha, max_minutes=args.max_minutes,
                                  seed=args.seed, threads=args.threads, device=args.device,
                                  negatives=args.negatives, per_positive=args.per_positive,
-                                 teacher=args.teacher, distill_weight=args.distill_weight)
+                                 teacher=args.teacher, distill_weight=args.distill_weight, guide=args.guide)
     report = finetune_embedder(pairs_from_args(args, args.data).pairs, args.out, config)
     print_json({"out": args.out, "triplets": report["triplets"], "training": report["training"],
                 "next": f"crag export-embedder --source {args.out} --out {args.out}-onnx, then "
@@ -222,6 +222,9 @@ def register_train_embedder(sub: argparse._SubParsersAction) -> None:
                         "also learns (distillation; e.g. all-mpnet-base-v2)")
     p.add_argument("--distill-weight", type=float, default=0.5,
                    help="with --teacher: the distillation's share of the loss (the contrastive loss has the rest)")
+    p.add_argument("--guide", action="store_true",
+                   help="with --teacher: drop from a query's negatives the texts the teacher scores above its "
+                        "relevant text (likely unlabelled answers)")
     p.add_argument("--alpha", type=float, default=1.0,
                    help="WiSE-FT weight of the fine-tuned model against the untrained one (1: fine-tuned alone)")
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this many minutes (0: no bound)")
