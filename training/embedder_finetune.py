@@ -74,6 +74,7 @@ class EmbedderTrainConfig:
             (self.scale > 0, "scale", "> 0"),
             (self.negatives >= 1, "negatives", ">= 1"),
             (0 <= self.distill_weight <= 1, "distill_weight", "in [0, 1]"),
+            (self.teacher or not self.guide, "guide", "False without a teacher (it is the teacher that guides)"),
             (0 < self.alpha <= 1, "alpha", "in (0, 1] (1: the fine-tuned weights alone)"),
             (self.max_minutes >= 0, "max_minutes", ">= 0 (0: no bound)"),
             (self.threads >= 0, "threads", ">= 0 (0: the machine's choice)"),
@@ -176,14 +177,16 @@ def train_contrastive(torch: Any, tokenizer: Any, encoder: Any, rows: list[Tripl
         texts = embed_batch(torch, tokenizer, encoder, text_list, config.max_length)
         logits = _without_own_query_texts(torch, config.scale * queries @ texts.T, query_texts)
         taught = _teacher_scores(torch, teacher, query_texts, text_list, logits.device) if teacher else None
-        if taught is not None and config.guide:
-            logits, masked = _without_teacher_preferred(torch, logits, taught)
-            guide_masked += masked
+        if taught is not None:
+            taught = _without_own_query_texts(torch, config.scale * taught, query_texts)
+            if config.guide:  # the student and the teacher lose the same texts
+                preferred = _teacher_preferred(torch, taught)
+                logits, taught = logits.masked_fill(preferred, -1e4), taught.masked_fill(preferred, -1e4)
+                guide_masked += int(preferred.sum())
         targets = torch.arange(len(chunk), device=logits.device)
         loss = torch.nn.functional.cross_entropy(logits, targets)
         if taught is not None and config.distill_weight:
-            target = torch.nn.functional.softmax(
-                _without_own_query_texts(torch, config.scale * taught, query_texts), dim=-1)
+            target = torch.nn.functional.softmax(taught, dim=-1)
             loss = (1 - config.distill_weight) * loss + config.distill_weight * torch.nn.functional.kl_div(
                 torch.nn.functional.log_softmax(logits, dim=-1), target, reduction="batchmean")
         if config.symmetric:  # which query is this text's? (the mined irrelevant texts ask nothing)
@@ -214,14 +217,14 @@ def _teacher_scores(torch: Any, teacher: dict[str, np.ndarray], queries: list[st
     return t_q @ t_t.T
 
 
-def _without_teacher_preferred(torch: Any, logits: Any, taught: Any) -> tuple[Any, int]:
-    """The logits with each query's texts that the teacher scores above the query's own relevant text masked out
-    (likely unlabelled answers, not wrong ones: GISTEmbed, Solatorio 2024); and how many were masked."""
+def _teacher_preferred(torch: Any, taught: Any) -> Any:
+    """Where the teacher scores a text of the batch above the query's own relevant text: likely an unlabelled answer,
+    not a wrong one (GISTEmbed, Solatorio 2024), so it is no negative of that query."""
     n = taught.shape[0]
     own = taught[torch.arange(n), torch.arange(n)].unsqueeze(1)
-    mask = taught > own
-    mask[torch.arange(n), torch.arange(n)] = False
-    return logits.masked_fill(mask, -1e4), int(mask.sum())
+    preferred = taught > own
+    preferred[torch.arange(n), torch.arange(n)] = False
+    return preferred
 
 
 def _without_own_query_texts(torch: Any, logits: Any, queries: list[str]) -> Any:

@@ -77,6 +77,7 @@ def test_another_rows_relevant_text_of_the_same_query_is_not_a_negative():
     ({"learning_rate": 0.0}, "learning_rate must be in (0, 1)"),
     ({"per_group": "10"}, "per_group must be an int"),
     ({"distill_weight": 1.5}, "distill_weight must be in [0, 1]"),
+    ({"guide": True}, "guide must be False without a teacher"),
 ])
 def test_a_bad_knob_is_refused_by_name(knobs, named):
     with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
@@ -178,18 +179,15 @@ def test_a_teacher_that_scores_as_the_student_does_leaves_only_the_contrastive_s
     assert first["w1"] == pytest.approx(0.0, abs=1e-4)
 
 
-def test_the_guide_masks_only_texts_the_teacher_prefers_to_the_querys_own():
+def test_the_guide_marks_only_texts_the_teacher_prefers_to_the_querys_own():
     import torch
 
-    from training.embedder_finetune import _without_teacher_preferred
+    from training.embedder_finetune import _teacher_preferred
 
     taught = torch.tensor([[0.5, 0.7, 0.1, 0.6],   # query 0: own text 0.5; text 1 and its 2nd negative score higher
                            [0.2, 0.4, 0.5, 0.3]])  # query 1: own text 0.4; query 0's negative scores higher
-    logits = torch.arange(8, dtype=torch.float32).reshape(2, 4)
-    masked, count = _without_teacher_preferred(torch, logits, taught)
     expected = torch.tensor([[False, True, False, True], [False, False, True, False]])
-    assert count == 3
-    assert torch.all(masked[expected] == -1e4) and torch.equal(masked[~expected], logits[~expected])
+    assert torch.equal(_teacher_preferred(torch, taught), expected)
 
 
 def test_guided_training_counts_what_it_masked_and_learns_from_the_rest():
@@ -211,11 +209,17 @@ def test_guided_training_counts_what_it_masked_and_learns_from_the_rest():
     for guide in (False, True):
         torch.manual_seed(0)
         encoder = transformers.AutoModel.from_pretrained(base, local_files_only=True)
-        config = EmbedderTrainConfig(batch_size=8, max_length=32, distill_weight=0.0, guide=guide)
+        config = EmbedderTrainConfig(batch_size=8, max_length=32, distill_weight=0.0, guide=guide, teacher="given")
         curve = train_contrastive(torch, tokenizer, encoder, rows, config, teacher)
         first[guide] = (curve["guide_masked"], curve["loss_by_tenth"][0])
     assert first[False][0] == 0 and first[True][0] == 8 * 8  # each query loses the 8 mined negatives of the batch
     assert first[True][1] < first[False][1]  # the same step without the texts it was told were not wrong
+    # guided and distilled at once: the teacher's target loses the same texts, so the loss stays finite and small
+    encoder = transformers.AutoModel.from_pretrained(base, local_files_only=True)
+    both = train_contrastive(torch, tokenizer, encoder, rows,
+                             EmbedderTrainConfig(batch_size=8, max_length=32, distill_weight=0.5, guide=True,
+                                                 teacher="given"), teacher)
+    assert both["guide_masked"] == 64 and np.isfinite(both["loss_by_tenth"][0]) and both["loss_by_tenth"][0] < 10
 
 
 def test_a_teacher_folder_without_a_model_is_refused_before_anything_is_written(squad_pairs_file, tmp_path):
