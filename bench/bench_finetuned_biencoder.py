@@ -40,6 +40,7 @@ from training.embedder_finetune import (
     embedder_triplets,
     teacher_vectors,
     train_contrastive,
+    triplet_texts,
     wise_state,
 )
 
@@ -81,16 +82,20 @@ def in_place(sets: dict[str, dict[str, Any]], feature: str) -> dict[str, Any]:
 
 
 def cached_teacher(rows: list, teacher: str, max_length: int, cache: Path | None) -> dict[str, np.ndarray]:
-    """The teacher's vectors of every text of ``rows`` (``teacher_vectors``), from ``cache`` when it holds them
-    all (the teacher is the slow part: ~7 texts/s for all-mpnet-base-v2 on 2 cores)."""
+    """The teacher's vectors of every text of ``rows`` (``teacher_vectors``), from ``cache`` when it was written by
+    the same teacher at the same length and holds them all (the teacher is the slow part: ~7 texts/s for
+    all-mpnet-base-v2 on 2 cores)."""
+    made_by = json.dumps({"teacher": str(Path(teacher).resolve()), "max_length": max_length})
     if cache and cache.is_file():
         with np.load(cache) as stored:
-            vectors = dict(zip(json.loads(str(stored["texts"])), stored["vectors"], strict=True))
-        if all(t in vectors for q, p, ns in rows for t in (q, p, *ns)):
+            same = "made_by" in stored and str(stored["made_by"]) == made_by
+            vectors = dict(zip(json.loads(str(stored["texts"])), stored["vectors"], strict=True)) if same else {}
+        if triplet_texts(rows) <= vectors.keys():
             return vectors
     vectors = teacher_vectors(rows, teacher, max_length)
     if cache:
-        np.savez(cache, texts=np.asarray(json.dumps(list(vectors))), vectors=np.stack(list(vectors.values())))
+        np.savez(cache, texts=np.asarray(json.dumps(list(vectors))), vectors=np.stack(list(vectors.values())),
+                 made_by=np.asarray(made_by))
     return vectors
 
 

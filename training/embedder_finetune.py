@@ -32,7 +32,7 @@ from models.types import Verdict
 from training.data import LabelledPair, groups_of
 
 __all__ = ["EmbedderTrainConfig", "embed_batch", "embedder_triplets", "finetune_embedder", "teacher_vectors",
-           "train_contrastive", "wise_state"]
+           "train_contrastive", "triplet_texts", "wise_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,11 @@ def embed_batch(torch: Any, tokenizer: Any, encoder: Any, texts: list[str], max_
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
+def triplet_texts(rows: Sequence[Triplet]) -> set[str]:
+    """Every distinct query and text of ``rows`` (what a teacher embeds)."""
+    return {t for q, p, ns in rows for t in (q, p, *ns)}
+
+
 def checked_teacher(teacher: str | Path) -> Path:
     """The teacher's folder, or a ConfigError naming it when it holds no model (said before any training)."""
     folder = Path(teacher)
@@ -147,7 +152,7 @@ def teacher_vectors(rows: Sequence[Triplet], teacher: str | Path, max_length: in
     sentence_transformers = require("sentence_transformers", "train")
     model = sentence_transformers.SentenceTransformer(str(folder), device="cpu", local_files_only=True)
     model.max_seq_length = max_length
-    texts = sorted({t for q, p, ns in rows for t in (q, p, *ns)})
+    texts = sorted(triplet_texts(rows))
     vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
                            show_progress_bar=False)
     return dict(zip(texts, vectors, strict=True))

@@ -160,12 +160,12 @@ def test_a_teacher_that_scores_as_the_student_does_leaves_only_the_contrastive_s
     import transformers
 
     from training.base_models import resolve_base
-    from training.embedder_finetune import teacher_vectors, train_contrastive
+    from training.embedder_finetune import teacher_vectors, train_contrastive, triplet_texts
 
     rows = embedder_triplets(load_pairs(squad_pairs_file).pairs, group_by="source")[:8]
     base = str(resolve_base("default-base"))
     teacher = teacher_vectors(rows, base, max_length=32)
-    assert set(teacher) == {t for q, p, ns in rows for t in (q, p, *ns)}
+    assert set(teacher) == triplet_texts(rows) == {t for q, p, ns in rows for t in (q, p, *ns)}
     assert all(abs(float(np.linalg.norm(v)) - 1) < 1e-5 for v in teacher.values())
     tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=True)
     first = {}
