@@ -12,9 +12,11 @@ same results at fewer pairs.
 interleaved question by question, to show what the index's strip vectors save and that every result stays
 the same. ``--compare-cross-encoder`` also runs the same bundle with its cross-encoder run even where its
 fusion head gives it no weight (what every fused bundle did before 2026-12-04), interleaved the same way.
+``--compare-unbounded`` also runs the same bundle with its head's cross-encoder range dropped, so that the
+cosine bounds nothing and refinement reads every strip with the cross-encoder (what it did before 2026-12-08).
 
 Run: python bench/bench_pipeline.py [--repeats 5] [--threads N] [--model default|fast]
-     [--compare-strip-vectors | --compare-cross-encoder] [--json bench/results_pipeline.json]
+     [--compare-strip-vectors | --compare-cross-encoder | --compare-unbounded] [--json bench/results_pipeline.json]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -111,9 +114,11 @@ def main() -> None:
                         help="also run an index without stored sentence vectors, interleaved")
     parser.add_argument("--compare-cross-encoder", action="store_true",
                         help="also run the bundle with its cross-encoder run even when its fusion gives it no weight")
+    parser.add_argument("--compare-unbounded", action="store_true",
+                        help="also run the bundle without its cross-encoder range (every strip read), interleaved")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    if args.compare_strip_vectors and args.compare_cross_encoder:
+    if args.compare_strip_vectors + args.compare_cross_encoder + args.compare_unbounded > 1:
         parser.error("compare one thing at a time")
     grader = load_grader(args.model, threads=args.threads)
     principal = Principal(tenant=DEMO_TENANT)
@@ -131,6 +136,14 @@ def main() -> None:
             forced = load_grader(args.model, threads=args.threads, cross_encoder=True)
             rags[other_name] = (build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(),
                                           primary=forced), forced)
+        if args.compare_unbounded:
+            other_name = "cross-encoder range dropped (every strip read)"
+            unbounded = load_grader(args.model, threads=args.threads)
+            if unbounded.fusion is None or unbounded.fusion.ce_range is None:
+                parser.error(f"{args.model} has no cross-encoder range to drop")
+            unbounded.fusion = replace(unbounded.fusion, ce_range=None)
+            rags[other_name] = (build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(),
+                                          primary=unbounded), unbounded)
         for rag, _ in rags.values():
             rag.run(golden[0]["query"], principal)  # warm-up: sessions, caches of the tokenizer and SQLite
         variants = run_golden(rags, golden, principal, args.repeats)

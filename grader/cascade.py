@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from grader.cross_encoder import CrossEncoderGrader
 from grader.llm import LLMFailure, LLMGrader, LLMJudgement
 from grader.llm_prompts import PROMPT_VERSION
@@ -122,6 +124,15 @@ class CascadeGrader:
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         """One Grade per chunk, in order; uncertain ones decided by the LLM when it can."""
         return self.grade_within(query, chunks)[0]
+
+    def could_reach(self, query: str, texts: Sequence[str], probability: float) -> np.ndarray:
+        """Whether each text could be graded at least ``probability``: only what the small model puts below the
+        band is never escalated, so the primary's bound is asked at the lower of the two (True where it cannot
+        tell; see ``CrossEncoderGrader.could_reach``)."""
+        reach = getattr(self.primary, "could_reach", None)
+        if reach is None:
+            return np.ones(len(texts), dtype=bool)
+        return np.asarray(reach(query, texts, min(probability, self.policy.lower)), dtype=bool)
 
     def grade_within(self, query: str, chunks: Sequence[Chunk | str], *, max_llm_calls: int | None = None,
                      deadline: float | None = None,

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from grader.bounded_cache import BoundedCache, content_key
-from grader.calibration import Calibrator, calibrator_from_dict
+from grader.calibration import (
+    Calibrator,
+    IdentityCalibrator,
+    IsotonicCalibrator,
+    PlattCalibrator,
+    TemperatureCalibrator,
+    calibrator_from_dict,
+)
 from grader.contrast import contrast_reason
 from grader.echo import non_answer_reason, rule_decided
 from grader.encoding import EncodedBatch, PairEncoder
@@ -290,6 +297,29 @@ class CrossEncoderGrader:
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         """One Grade per chunk, in input order; inputs are never modified."""
         return self.grade_many([(query, chunks)])[0]
+
+    def could_reach(self, query: str, texts: Sequence[str], probability: float) -> np.ndarray:
+        """For each text, whether ``grade`` could give it at least ``probability``, known without the
+        cross-encoder: a fused bundle whose head bounds the cross-encoder's part (``ce_range``) tells from the
+        cosine alone which pairs stay below whatever the cross-encoder reads. True wherever it cannot tell (no
+        bound, a calibration map of your own); False for rule-decided pairs (graded 0). Callers that drop what
+        stays below a floor (refinement's strips) skip those reads and lose nothing."""
+        pairs = pair_list([(validate_query(query), t) for t in texts], "could_reach")
+        reach = np.ones(len(pairs), dtype=bool)
+        if probability <= 0.0 or not pairs:
+            return reach
+        ruled = rule_decided(pairs)
+        reach[ruled] = False
+        monotone = (IdentityCalibrator, IsotonicCalibrator, PlattCalibrator, TemperatureCalibrator)
+        live = np.flatnonzero(~ruled)
+        if self.fusion is None or not isinstance(self.calibrator, monotone) or not live.size:
+            return reach
+        cosine = cosines(self.fusion_embedder, [pairs[i] for i in live], max_windows=self.max_windows)
+        bounds = self.fusion.bounds(cosine)
+        if bounds is not None:  # a monotone map peaks at one end of the fused logit's range
+            highest = np.maximum(*(self.probabilities(end) for end in bounds))
+            reach[live] = highest >= probability
+        return reach
 
     def grade_many(self, requests: Sequence[tuple[str, Sequence[Chunk | str]]]) -> list[list[Grade]]:
         """Grades for several (query, chunks) requests scored together (the service's micro-batches)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.fusion import FusionHead
+from grader.fusion import FusionHead, observed_ce_range
 from grader.thresholds import check_targets
 from models.errors import ConfigError
 from training.data import PairSet, as_pairs, model_decided
@@ -37,13 +37,19 @@ __all__ = ["MIN_GAIN", "adapt_bundle", "choose_head"]
 MIN_GAIN = 0.005  # held-out AUROC a new head must gain to replace the shipped one
 
 
-def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray, embedder: str) -> FusionHead:
-    """The head whose cosine share ranks the fit pairs best (scales standardised on the fit pairs)."""
+def choose_head(ce: np.ndarray, cos: np.ndarray, y: np.ndarray, fit: np.ndarray, embedder: str,
+                shipped_range: tuple[float, float] | None = None) -> FusionHead:
+    """The head whose cosine share ranks the fit pairs best (scales standardised on the fit pairs). Its
+    cross-encoder range spans all the given pairs and the shipped head's (``shipped_range``): a few hundred
+    labels of one domain must not narrow what the bundle was fitted on."""
+    lo, hi = observed_ce_range(ce)
+    ce_range = (lo, hi) if shipped_range is None else (min(lo, shipped_range[0]), max(hi, shipped_range[1]))
+
     def rank(share: float) -> tuple[float, float]:
-        head = head_for_share(share, ce[fit], cos[fit])
+        head = head_for_share(share, ce[fit], cos[fit], ce_range=ce_range)
         return auroc(y[fit], head.combine(ce[fit], cos[fit])), -abs(share - 0.5)  # ties: the more balanced mix
 
-    return head_for_share(max(COSINE_SHARES, key=rank), ce[fit], cos[fit], embedder=embedder)
+    return head_for_share(max(COSINE_SHARES, key=rank), ce[fit], cos[fit], embedder=embedder, ce_range=ce_range)
 
 
 def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, *, label_map: Any = None,
@@ -74,7 +80,7 @@ def adapt_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path,
         raise ConfigError("both halves of the data (split by query) need relevant and irrelevant pairs; label more "
                           "queries")
     shipped = grader.fusion
-    candidate = choose_head(ce, cos, y, fit, shipped.embedder)
+    candidate = choose_head(ce, cos, y, fit, shipped.embedder, shipped.ce_range)
     held_out = {"shipped_head": auroc(y[test], shipped.combine(ce[test], cos[test])),
                 "adapted_head": auroc(y[test], candidate.combine(ce[test], cos[test]))}
     adopted = held_out["adapted_head"] >= held_out["shipped_head"] + min_gain

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 from grader.cross_encoder import CrossEncoderGrader
 from grader.embedder import EMBEDDER_DIR, OnnxMiniLMEmbedder
 from grader.factory import load_cross_encoder
-from grader.fusion import FusionHead, cosines
+from grader.fusion import FusionHead, cosines, observed_ce_range
 from grader.thresholds import check_targets
 from models.bundle import read_bundle, write_manifest
 from models.errors import ConfigError, ParityError
@@ -74,13 +74,15 @@ def fusion_inputs(grader: CrossEncoderGrader, pairs: Sequence[LabelledPair],
 
 
 def head_for_share(share: float, ce_logits: np.ndarray, cosine: np.ndarray, *,
-                   embedder: str = "embedder") -> FusionHead:
+                   embedder: str = "embedder", ce_range: tuple[float, float] | None = None) -> FusionHead:
     """The head giving ``share`` of the standardised score to the cosine (each input standardised on the
-    given pairs), as weights on the raw inputs."""
+    given pairs), as weights on the raw inputs; it keeps the cross-encoder's logits in ``ce_range`` (by default
+    the given pairs' range with a margin: :func:`grader.fusion.observed_ce_range`)."""
     mean_ce, sd_ce = float(ce_logits.mean()), float(ce_logits.std()) or 1.0
     mean_cos, sd_cos = float(cosine.mean()), float(cosine.std()) or 1.0
     return FusionHead(weights=((1.0 - share) / sd_ce, share / sd_cos),
-                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos), embedder=embedder)
+                      bias=-((1.0 - share) * mean_ce / sd_ce + share * mean_cos / sd_cos), embedder=embedder,
+                      ce_range=ce_range or observed_ce_range(ce_logits))
 
 
 def _usable_groups(y: np.ndarray, groups: np.ndarray) -> list[str]:
@@ -226,6 +228,8 @@ def fuse_bundle(model: str | Path, data: str | Path | PairSet, out: str | Path, 
     named = groups or ["all"] * len(data.pairs)
     choice = choose_fusion(ce_logits[chooser], cosine[chooser], binary_labels(data.pairs)[chooser],
                            [named[i] for i in chooser])
+    # the cross-encoder's range over all the pairs, so that none of those calibrating the band is clipped
+    choice = replace(choice, head=replace(choice.head, ce_range=observed_ce_range(ce_logits)))
     # the fused score is new: the source's map (of its cross-encoder's logits) must never be kept for it
     recal = recalibrate(source, data, target_error=target_error, target_escalation=target_escalation, delta=delta,
                         method=calibration, groups=groups, seed=seed, logits=choice.head.combine(ce_logits, cosine),

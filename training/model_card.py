@@ -11,7 +11,7 @@ from grader.policy import answer_floor_of
 from models.bundle import read_bundle
 from training.recalibrate import calibrate_command
 
-__all__ = ["rewrite_card_section", "rewrite_reference_section", "write_model_card"]
+__all__ = ["ce_range_sentence", "rewrite_card_section", "rewrite_reference_section", "write_model_card"]
 
 METRIC_KEYS = ("n", "auroc", "auroc_strict", "accuracy", "macro_f1", "escalation_rate", "auto_error_rate",
                "ece", "brier")
@@ -88,6 +88,15 @@ def embedder_description(bundle_dir: Path, m: Any) -> str:
     return f"the bi-encoder `{name}` ({embedder.get('source', 'an export of crag export-embedder')}), int8"
 
 
+def ce_range_sentence(head: FusionHead) -> str:
+    """The model card's words for a head's cross-encoder range (empty when it has none or does not use it)."""
+    if head.ce_range is None or not head.uses_cross_encoder:
+        return ""
+    return (f" The cross-encoder logit is kept in [{head.ce_range[0]:.2f}, {head.ce_range[1]:.2f}] (the fusion data's"
+            " range and a tenth of it each way), so the cosine alone tells which pairs cannot reach a floor"
+            " (refinement skips their reads).")
+
+
 def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
     """How the cosine was mixed in (crag fuse) and what each domain gained, leaving it out or not."""
     fusion = m.metrics.get("fusion")
@@ -100,7 +109,8 @@ def _fusion_lines(m: Any, trained: set[str]) -> list[str]:
              f" (cosine share {fusion['cosine_share']:.2f} of the standardised score), chosen so that the worst"
              " domain of the fusion data gains the most over the cosine alone; then calibrated and thresholded."
              + ("" if head.uses_cross_encoder else " The cross-encoder got no weight: this bundle grades by the"
-                " calibrated cosine alone and never runs it (`crag adapt` still reads it, to refit the mix)."),
+                " calibrated cosine alone and never runs it (`crag adapt` still reads it, to refit the mix).")
+             + ce_range_sentence(head),
              "| domain (fusion data) | pairs | cross-encoder | bi-encoder | fused | fused, domain left out |",
              "|---|---|---|---|---|---|"]
     for name, r in fusion["per_group"].items():

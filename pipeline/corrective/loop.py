@@ -51,6 +51,11 @@ class _BudgetedGrader:
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         return self.rag._grade(query, [c if isinstance(c, Chunk) else Chunk(text=c) for c in chunks], self.state)
 
+    def could_reach(self, query: str, texts: Sequence[str], probability: float) -> Sequence[bool]:
+        """The grader's own bound (``CrossEncoderGrader.could_reach``); every text when it has none."""
+        reach = getattr(self.rag.grader, "could_reach", None)
+        return [True] * len(texts) if reach is None else reach(query, texts, probability)
+
 
 def _check_parts(retriever: object, grader: object, policy: object, config: object, privacy: object) -> None:
     """Refuse, when the pipeline is made, a part that would fail in the middle of a question."""

@@ -159,3 +159,31 @@ def test_deadline_bounds_calls_already_in_flight(primary, server):
     assert time.monotonic() - start < 0.5 + 0.2 + 0.3  # deadline + 0.2 s, plus the small model's own grading
     assert len(grades) == len(CHUNKS)
     assert all(g.escalation_failed and "deadline" in (g.reason or "") for g in grades)
+
+
+def test_could_reach_holds_through_the_llm_and_asks_the_model_below_the_band(primary):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    texts = [*CHUNKS, "The recipe needs two eggs and a cup of flour.", "Warsaw is the capital of Poland."]
+    server = FakeOpenAI(default="obey").start()  # the LLM judges every passage it sees relevant
+    try:
+        band = ThresholdPolicy(lower=0.03, upper=0.95)
+        cascade = CascadeGrader(primary=primary, escalate_to=_llm(server), policy=band)
+        reach = cascade.could_reach(QUERY, texts, 0.5)
+        assert reach.tolist() == primary.could_reach(QUERY, texts, 0.03).tolist()  # what the band never sees
+        assert 0 < reach.sum() < len(texts)
+        grades = cascade.grade(QUERY, texts)
+        assert all(g.probability < 0.5 for g, ok in zip(grades, reach, strict=True) if not ok)
+        assert any(g.decided_by == "llm" and g.probability >= 0.5 for g in grades)  # the band could reach it
+    finally:
+        server.stop()
+    everything = CascadeGrader(primary=primary, escalate_to=None, policy=EVERYTHING_UNCERTAIN)
+    assert everything.could_reach(QUERY, texts, 0.5).all()  # the LLM may judge any of them relevant
+
+    class Plain:  # a primary of your own, with no bound to offer
+        policy = primary.policy
+
+        def grade(self, query, chunks):
+            return primary.grade(query, chunks)
+
+    assert CascadeGrader(primary=Plain(), escalate_to=None).could_reach(QUERY, texts, 0.5).all()

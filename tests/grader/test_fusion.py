@@ -110,3 +110,101 @@ def test_the_cross_encoder_of_a_bundle_that_scores_with_it_cannot_be_left_out():
     for wrong in ("yes", 1):
         with pytest.raises(ConfigError, match="True, False or None"):
             load_grader("default", cross_encoder=wrong)
+
+
+def test_a_head_with_a_cross_encoder_range_clips_to_it_and_round_trips():
+    head = FusionHead(weights=(0.5, 4.0), bias=-1.0, ce_range=(-2.0, 3.0))
+    again = FusionHead.from_dict(head.to_dict())
+    assert again == head and again.to_dict()["ce_range"] == [-2.0, 3.0]
+    fused = again.combine(np.array([5.0, -5.0, 1.0]), np.zeros(3))
+    assert fused.tolist() == [0.5 * 3 - 1, 0.5 * -2 - 1, 0.5 * 1 - 1]
+    assert "ce_range" not in FusionHead(weights=(0.5, 4.0), bias=-1.0).to_dict()  # older manifests stay as written
+
+
+@pytest.mark.parametrize(("ce_range", "message"), [
+    ([3.0, 1.0], "low < high"),
+    ([float("nan"), 1.0], "low < high"),
+    ([1.0], "malformed"),
+    (["x", 1.0], "malformed"),
+])
+def test_a_malformed_cross_encoder_range_is_refused_by_name(ce_range, message):
+    entry = {"features": list(FEATURES), "weights": [0.5, 4.0], "bias": 0.0, "ce_range": ce_range}
+    with pytest.raises(BundleError, match=message):
+        FusionHead.from_dict(entry)
+
+
+def test_bounds_hold_every_score_the_cross_encoder_could_give():
+    rng = np.random.default_rng(0)
+    cosine = rng.uniform(-0.2, 1.0, 200)
+    for weights in ((0.3, 4.0), (-0.3, 4.0)):  # either sign of the cross-encoder's weight
+        head = FusionHead(weights=weights, bias=-1.5, ce_range=(-6.0, 4.0))
+        low, high = head.bounds(cosine)
+        for ce in (rng.uniform(-20, 20, 200), np.full(200, -6.0), np.full(200, 4.0)):
+            fused = head.combine(ce, cosine)
+            assert np.all(low <= fused) and np.all(fused <= high)
+        assert np.any(high - low > 0.0)
+    assert FusionHead(weights=(0.3, 4.0), bias=0.0).bounds(cosine) is None  # unbounded: nothing can be told
+    exact = FusionHead(weights=(0.0, 4.0), bias=0.0)  # the cosine alone: the bounds are the score
+    low, high = exact.bounds(cosine)
+    assert low.tolist() == high.tolist() == exact.combine(np.full(200, np.nan), cosine).tolist()
+
+
+def test_the_observed_range_is_widened_by_a_tenth_of_its_span():
+    from grader.fusion import observed_ce_range
+    from models.errors import ConfigError
+
+    assert observed_ce_range(np.array([-4.0, 0.0, 6.0, -np.inf])) == (-5.0, 7.0)
+    assert observed_ce_range(np.array([2.0, 2.0])) == (1.0, 3.0)  # no span: one logit each way
+    with pytest.raises(ConfigError, match="no finite"):
+        observed_ce_range(np.array([np.nan]))
+
+
+def _reach_pairs(squad_pairs_file):
+    import json
+
+    rows = [json.loads(line) for line in squad_pairs_file.read_text(encoding="utf-8").splitlines()]
+    by_query: dict[str, list[str]] = {}
+    for row in rows:
+        by_query.setdefault(row["query"], []).append(row["text"])
+        for sentence in row["text"].split(". ")[:3]:  # short texts too: strips are what refinement asks about
+            by_query[row["query"]].append(sentence)
+    return list(by_query.items())[:8]
+
+
+def test_could_reach_never_says_no_to_a_pair_graded_at_or_above_the_floor(squad_pairs_file):
+    from grader.factory import load_grader
+
+    grader = load_grader("default", threads=1)
+    assert grader.fusion.ce_range is not None  # the shipped default bounds its cross-encoder
+    said_no = 0
+    for query, texts in _reach_pairs(squad_pairs_file):
+        probs = np.array([g.probability for g in grader.grade(query, texts)])
+        for floor in (0.05, 0.1, 0.3):
+            reach = grader.could_reach(query, texts, floor)
+            assert np.all(probs[~reach] < floor)
+            said_no += int((~reach).sum())
+        assert grader.could_reach(query, texts, 0.0).all()  # every grade is at least 0
+    assert said_no > 0  # it does tell: unrelated texts are known to stay below without the cross-encoder
+
+
+def test_could_reach_says_no_to_rule_decided_pairs_and_yes_where_it_cannot_tell():
+    from dataclasses import replace
+
+    from grader.factory import load_grader
+
+    query = "What religion were the Normans?"
+    texts = [query, "The Normans were Catholic Christians.", "Bananas are rich in potassium."]
+    grader = load_grader("default", threads=1)
+    assert grader.could_reach(query, texts, 0.1).tolist() == [False, True, False]  # an echo is graded 0
+    grader.fusion = replace(grader.fusion, ce_range=None)  # unbounded cross-encoder
+    assert grader.could_reach(query, texts, 0.1).tolist() == [False, True, True]
+
+    class NotMonotone:  # a calibration map of your own: no promise it peaks at an end of the range
+        method = "own"
+
+        def predict(self, logits):
+            return np.cos(np.asarray(logits)) ** 2
+
+    own = load_grader("default", threads=1)
+    own.calibrator = NotMonotone()
+    assert own.could_reach(query, texts, 0.1).tolist() == [False, True, True]

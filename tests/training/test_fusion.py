@@ -90,6 +90,10 @@ def test_crag_fuse_writes_a_verified_calibrated_int8_bundle(tiny_onnx_bundle, sq
     assert "## Fusion with the bi-encoder" in card and "| Huguenot |" in card
     assert "embedder/ (the bi-encoder `crag-minilm-l6-tuned-v1`: all-MiniLM-L6-v2 fine-tuned contrastively" in card
     assert "per domain of the calibration data" in card and "fused verdicts on" in card
+    lo, hi = manifest["fusion"]["ce_range"]  # the fusion data's cross-encoder range, widened: none of it clipped
+    data_ce = load_grader(tiny_onnx_bundle).score_pairs([(p.query, p.text) for p in load_pairs(squad_pairs_file).pairs])
+    assert lo < data_ce.logits.min() and data_ce.logits.max() < hi
+    assert (f"is kept in [{lo:.2f}, {hi:.2f}]" in card) == (manifest["fusion"]["weights"][0] != 0.0)
 
     fused = load_grader(out)
     source = load_grader(tiny_onnx_bundle, variant="int8")

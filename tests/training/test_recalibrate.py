@@ -90,6 +90,9 @@ def test_adapt_refits_the_head_only_when_held_out_queries_say_so(capsys, tmp_pat
     manifest = read_bundle(out).manifest
     chosen = report["adapted_head"] if report["head_adopted"] else report["shipped_head"]
     assert manifest.fusion["weights"] == chosen["weights"] and "adaptation" in manifest.metrics
+    shipped_lo, shipped_hi = report["shipped_head"]["ce_range"]  # the default bounds its cross-encoder
+    lo, hi = report["adapted_head"]["ce_range"]  # a few labels never narrow what the bundle was fitted on
+    assert lo <= shipped_lo and hi >= shipped_hi and manifest.fusion["ce_range"] == chosen["ce_range"]
     assert main(["adapt", "--data", str(human.path), "--out", str(out)]) == 2  # never overwrites
     assert "exists" in capsys.readouterr().err
 

@@ -513,3 +513,36 @@ def test_a_sentence_that_announces_code_is_kept_and_answered_with_it():
                         RunState(RAGConfig()))
     draft = answerer.compose(query, strips, None, [])
     assert code in draft.answer and "Rex" not in draft.answer
+
+
+def test_refine_skips_the_reads_of_strips_the_cosine_keeps_below_the_floor_and_keeps_the_same_strips():
+    from dataclasses import replace
+
+    from grader import load_grader
+    from pipeline.corrective.correction import refine
+
+    bounded = load_grader("default", threads=1)
+    unbounded = load_grader("default", threads=1)
+    unbounded.fusion = replace(unbounded.fusion, ce_range=None)  # every strip read, as before the bound
+
+    def refined(grader, query, chunk):
+        before = grader.pairs_scored
+        strips = refine(query, [chunk], grader)
+        return [(s.text, s.grade.probability, s.completes) for s in strips], grader.pairs_scored - before
+
+    shipping = make_chunk("ship", "Orders ship within 2 business days. International shipping to the US takes 5-7 "
+                          "business days. Our office dog is called Rex. The recipe needs two eggs and a cup of "
+                          "flour. Warsaw is the capital of Poland.")
+    query = "How long does international shipping take?"
+    (kept, read), (kept_all, read_all) = refined(bounded, query, shipping), refined(unbounded, query, shipping)
+    assert kept == kept_all and any("5-7" in text for text, _, _ in kept)
+    assert read_all == 5 and read < read_all  # the dog, the recipe and Warsaw were never read
+
+    # a kept strip that announces the next one brings it, graded, even when the cosine had ruled its read out
+    install = make_chunk("inst", "To install the package, run this command in a terminal:\n\nBananas are rich in "
+                         "potassium and grow in tropical regions.")
+    query = "How do I install the package?"
+    assert bounded.could_reach(query, ["Bananas are rich in potassium and grow in tropical regions."],
+                               0.1).tolist() == [False]
+    (kept, _), (kept_all, _) = refined(bounded, query, install), refined(unbounded, query, install)
+    assert kept == kept_all and kept[1][2] and kept[1][1] < 0.1  # the completing strip, with its real grade
