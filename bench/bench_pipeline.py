@@ -13,7 +13,7 @@ interleaved question by question, to show what the index's strip vectors save an
 the same. ``--compare-cross-encoder`` also runs the same bundle with its cross-encoder run even where its
 fusion head gives it no weight (what every fused bundle did before 2026-12-04), interleaved the same way.
 ``--compare-unbounded`` also runs the same bundle with its head's cross-encoder range dropped, so that the
-cosine bounds nothing and refinement reads every strip with the cross-encoder (what it did before 2026-12-08).
+cosine bounds nothing: every chunk and every strip is read by the cross-encoder (what it did before 2026-12-08).
 
 Run: python bench/bench_pipeline.py [--repeats 5] [--threads N] [--model default|fast]
      [--compare-strip-vectors | --compare-cross-encoder | --compare-unbounded] [--json bench/results_pipeline.json]
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--compare-cross-encoder", action="store_true",
                         help="also run the bundle with its cross-encoder run even when its fusion gives it no weight")
     parser.add_argument("--compare-unbounded", action="store_true",
-                        help="also run the bundle without its cross-encoder range (every strip read), interleaved")
+                        help="also run the bundle without its cross-encoder range (every pair read), interleaved")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.compare_strip_vectors + args.compare_cross_encoder + args.compare_unbounded > 1:
@@ -137,11 +137,12 @@ def main() -> None:
             rags[other_name] = (build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(),
                                           primary=forced), forced)
         if args.compare_unbounded:
-            other_name = "cross-encoder range dropped (every strip read)"
+            other_name = "cross-encoder range dropped (every pair read)"
             unbounded = load_grader(args.model, threads=args.threads)
             if unbounded.fusion is None or unbounded.fusion.ce_range is None:
                 parser.error(f"{args.model} has no cross-encoder range to drop")
             unbounded.fusion = replace(unbounded.fusion, ce_range=None)
+            unbounded.settle_floor = None  # nothing settled on the cosine either: every chunk read
             rags[other_name] = (build_rag(LocalHybridIndex.open_existing(demo_index()), PipelineSettings(),
                                           primary=unbounded), unbounded)
         for rag, _ in rags.values():

@@ -135,19 +135,26 @@ class CascadeGrader:
         return np.asarray(reach(query, texts, min(probability, self.policy.lower)), dtype=bool)
 
     def grade_within(self, query: str, chunks: Sequence[Chunk | str], *, max_llm_calls: int | None = None,
-                     deadline: float | None = None,
-                     primary_grades: Sequence[Grade] | None = None) -> tuple[list[Grade], int]:
+                     deadline: float | None = None, primary_grades: Sequence[Grade] | None = None,
+                     settle_below: float | None = None) -> tuple[list[Grade], int]:
         """Like :meth:`grade`, under a caller's budget as well as the grader's own; returns (grades, LLM calls).
 
         The corrective pipeline uses this to keep one LLM-call budget across grading, generation and checks.
         ``deadline`` is a ``time.monotonic()`` instant. ``primary_grades`` skips the small model when the
-        caller already scored these chunks with it (the service's micro-batcher does).
+        caller already scored these chunks with it (the service's micro-batcher does). ``settle_below``: passed
+        to a ``CrossEncoderGrader`` primary at the lower of it and the band's lower end, so that what it settles
+        on the cosine is never what the band would have sent to the LLM.
         """
         items = [as_chunk(c) for c in chunks]
         start = time.monotonic()
         if primary_grades is not None and len(primary_grades) != len(items):
             raise ConfigError(f"primary_grades has {len(primary_grades)} grades for {len(items)} chunks")
-        first = list(primary_grades) if primary_grades is not None else self.primary.grade(query, items)
+        if primary_grades is not None:
+            first = list(primary_grades)
+        elif settle_below is not None and isinstance(self.primary, CrossEncoderGrader):
+            first = self.primary.grade(query, items, settle_below=min(settle_below, self.policy.lower))
+        else:
+            first = self.primary.grade(query, items)
         grades = [self._rebanded(g) for g in first]
         band = [i for i, g in enumerate(grades) if g.uncertain and g.decided_by == "model"]
         if not band:

@@ -36,10 +36,17 @@ from models.text_batches import pair_list
 from models.types import Chunk, Grade, Verdict, as_chunk, is_blank
 from models.unicode_text import whole_characters
 
-__all__ = ["DEFAULT_CACHE_PAIRS", "CrossEncoderGrader", "DataShiftWarning", "GradedScores", "ScoredPairs",
-           "validate_query"]
+__all__ = ["DEFAULT_CACHE_PAIRS", "SETTLED", "CrossEncoderGrader", "DataShiftWarning", "GradedScores", "ScoredPairs",
+           "is_settled", "validate_query"]
 
 logger = logging.getLogger(__name__)
+
+SETTLED = "settled on the bi-encoder's cosine"  # how the reason of a grade settled without the cross-encoder starts
+
+
+def is_settled(grade: Grade) -> bool:
+    """Whether ``grade`` was settled on the cosine alone (``settle_below``): its probability is an upper bound."""
+    return grade.decided_by == "model" and (grade.reason or "").startswith(SETTLED)
 
 
 def validate_query(query: object) -> str:
@@ -144,7 +151,6 @@ class CrossEncoderGrader:
         self.calibrator = calibrator or calibrator_from_dict(manifest.calibration)
         self.policy = policy or ThresholdPolicy.from_dict(manifest.thresholds)
         self.answer_floor = answer_floor_of(manifest.answerability, manifest.name)
-        self.shift_monitor = ShiftMonitor(manifest.reference) if manifest.reference else None
         self._shift_warned = False
         self.fusion = FusionHead.from_dict(manifest.fusion) if manifest.fusion else None
         self.fusion_embedder = None
@@ -166,6 +172,11 @@ class CrossEncoderGrader:
                                    if cross_encoder is None else cross_encoder)
         # what reads the text when the cross-encoder does not: its windows are the ones a grade reports
         self._cosine_only = None if self.runs_cross_encoder else self.fusion_embedder
+        # the fused score from which a pair may reach the lower threshold; below it, ``settle_below`` may leave
+        # the cross-encoder unread, so the shift monitor compares scores censored there (None: never settles)
+        self.settle_floor = self._lower_threshold_logit()
+        self.shift_monitor = (ShiftMonitor(manifest.reference, floor=self.settle_floor) if manifest.reference
+                              else None)
 
     def shift_status(self) -> ShiftStatus | None:
         """Whether the chunks graded lately look like the calibration data (None: the bundle has no reference)."""
@@ -294,9 +305,14 @@ class CrossEncoderGrader:
         """Calibrated probabilities for raw logits."""
         return np.clip(self.calibrator.predict(logits), 0.0, 1.0)
 
-    def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
-        """One Grade per chunk, in input order; inputs are never modified."""
-        return self.grade_many([(query, chunks)])[0]
+    def grade(self, query: str, chunks: Sequence[Chunk | str], *, settle_below: float | None = None) -> list[Grade]:
+        """One Grade per chunk, in input order; inputs are never modified.
+
+        ``settle_below`` (a probability; the lower threshold at most): a chunk the cosine alone shows to stay
+        below it whatever the cross-encoder would read is not read by the cross-encoder. Its verdict is the one
+        its exact grade would have (irrelevant, below the band), and its ``probability`` the most it could be,
+        said in its ``reason``. The corrective loop asks for this; by default every chunk is read."""
+        return self.grade_many([(query, chunks)], settle_below=settle_below)[0]
 
     def could_reach(self, query: str, texts: Sequence[str], probability: float) -> np.ndarray:
         """For each text, whether ``grade`` could give it at least ``probability``, known without the
@@ -310,19 +326,49 @@ class CrossEncoderGrader:
             return reach
         ruled = rule_decided(pairs)
         reach[ruled] = False
-        monotone = (IdentityCalibrator, IsotonicCalibrator, PlattCalibrator, TemperatureCalibrator)
         live = np.flatnonzero(~ruled)
-        if self.fusion is None or not isinstance(self.calibrator, monotone) or not live.size:
-            return reach
-        cosine = cosines(self.fusion_embedder, [pairs[i] for i in live], max_windows=self.max_windows)
-        bounds = self.fusion.bounds(cosine)
-        if bounds is not None:  # a monotone map peaks at one end of the fused logit's range
-            highest = np.maximum(*(self.probabilities(end) for end in bounds))
+        highest = self._highest_probabilities([pairs[i] for i in live]) if live.size else None
+        if highest is not None:
             reach[live] = highest >= probability
         return reach
 
-    def grade_many(self, requests: Sequence[tuple[str, Sequence[Chunk | str]]]) -> list[list[Grade]]:
-        """Grades for several (query, chunks) requests scored together (the service's micro-batches)."""
+    def _monotone_map(self) -> bool:
+        return isinstance(self.calibrator, (IdentityCalibrator, IsotonicCalibrator, PlattCalibrator,
+                                            TemperatureCalibrator))
+
+    def _highest_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray | None:
+        """The most each pair's grade can be whatever the cross-encoder reads (None: it cannot be told)."""
+        if self.fusion is None or not self._monotone_map():
+            return None
+        bounds = self.fusion.bounds(cosines(self.fusion_embedder, pairs, max_windows=self.max_windows))
+        if bounds is None:
+            return None
+        return np.maximum(*(self.probabilities(end) for end in bounds))  # a monotone map peaks at an end
+
+    def _lower_threshold_logit(self) -> float | None:
+        """The least fused score graded at or above the lower threshold (to 1e-9), when the bundle can settle
+        pairs below it on the cosine alone and its calibration map rises with the score; else None."""
+        if (self.fusion is None or not self.fusion.uses_cross_encoder or self.fusion.ce_range is None
+                or not self._monotone_map() or self.policy.lower <= 0.0):
+            return None
+        low, high = -1e3, 1e3
+        p_low, p_high = self.probabilities(np.array([low, high]))
+        if not p_low < self.policy.lower <= p_high:
+            return None
+        while high - low > 1e-9:
+            middle = (low + high) / 2.0
+            if self.probabilities(np.array([middle]))[0] < self.policy.lower:
+                low = middle
+            else:
+                high = middle
+        return high
+
+    def grade_many(self, requests: Sequence[tuple[str, Sequence[Chunk | str]]], *,
+                   settle_below: float | None = None) -> list[list[Grade]]:
+        """Grades for several (query, chunks) requests scored together (the service's micro-batches);
+        ``settle_below`` as in :meth:`grade`."""
+        if settle_below is not None and not (isinstance(settle_below, float | int) and 0.0 <= settle_below <= 1.0):
+            raise ConfigError(f"settle_below must be a probability in [0, 1] or None, got {settle_below!r}")
         if isinstance(requests, str) or (isinstance(requests, tuple) and len(requests) == 2
                                          and isinstance(requests[0], str)):  # one request alone: its query's letters
             raise ConfigError("grade_many takes a list of (query, chunks) requests; for one request, use grade(query, "
@@ -345,6 +391,12 @@ class CrossEncoderGrader:
                     live.append((r, i))
                 else:
                     out[r][i] = _rule_grade(chunk, reason)
+        settled = self._settle(prepared, live, settle_below)
+        for (r, i), grade in settled.items():
+            out[r][i] = grade
+        live = [place for place in live if place not in settled]
+        if settled and self.settle_floor is not None:  # censored at the floor by the monitor: exact enough
+            self._watch_shift(np.full(len(settled), self.settle_floor), [prepared[r][1][i].text for r, i in settled])
         if live:
             texts = [prepared[r][1][i].text for r, i in live]
             pairs = [(prepared[r][0], text) for (r, _), text in zip(live, texts, strict=True)]
@@ -382,6 +434,38 @@ class CrossEncoderGrader:
                     latency_ms=per_chunk_ms,
                 )
         return [[g for g in grades if g is not None] for grades in out]
+
+    def _settle(self, prepared: list[tuple[str, list[Chunk]]], live: list[tuple[int, int]],
+                settle_below: float | None) -> dict[tuple[int, int], Grade]:
+        """Grades of the live chunks that the cosine alone keeps below ``settle_below`` (and the lower threshold):
+        the cross-encoder does not read them (see :meth:`grade`)."""
+        if settle_below is None or self.settle_floor is None or not live:
+            return {}
+        start = time.perf_counter()
+        below = min(float(settle_below), self.policy.lower)
+        pairs = [(prepared[r][0], prepared[r][1][i].text) for r, i in live]
+        bounds = self.fusion.bounds(cosines(self.fusion_embedder, pairs, max_windows=self.max_windows))  # type: ignore[union-attr]
+        if bounds is None:
+            return {}
+        highest_logit = bounds[1]  # the map rises with the score (settle_floor is None otherwise)
+        highest = self.probabilities(highest_logit)
+        chosen = [j for j in range(len(live)) if highest_logit[j] < self.settle_floor and highest[j] < below]
+        if not chosen:
+            return {}
+        reader = self.fusion_embedder
+        read, unread = reader.window_reading([pairs[j][1] for j in chosen], max_windows=self.max_windows)  # type: ignore[union-attr]
+        per_chunk_ms = 1000.0 * (time.perf_counter() - start) / len(live)
+        out = {}
+        for k, j in enumerate(chosen):
+            r, i = live[j]
+            verdict, uncertain = self.policy.verdict(float(highest[j]))
+            out[(r, i)] = Grade(
+                verdict=verdict, probability=float(highest[j]), decided_by="model", uncertain=uncertain,
+                truncated=bool(unread[k]), windows=int(read[k]), chunk_id=prepared[r][1][i].chunk_id,
+                reason=f"{SETTLED}: at most {highest[j]:.4f} whatever the cross-encoder would read, below "
+                       f"{below:g}; the cross-encoder did not read it",
+                latency_ms=per_chunk_ms)
+        return out
 
     def describe(self) -> dict[str, Any]:
         """Short JSON-ready description for logs and health endpoints."""

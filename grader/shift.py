@@ -149,16 +149,28 @@ def _kolmogorov_sf(lam: float) -> float:
 
 
 def ks_two_sample(sample: Any, reference_quantiles: Any, reference_n: int,
-                  design_effect: float = 1.0) -> tuple[float, float]:
+                  design_effect: float = 1.0, floor: float | None = None) -> tuple[float, float]:
     """KS statistic and p-value of ``sample`` against a reference given by its quantiles and size (the
-    effective sample size divided by ``design_effect`` when the sample's draws are clustered)."""
+    effective sample size divided by ``design_effect`` when the sample's draws are clustered).
+
+    ``floor``: both distributions are compared censored at it (every value below counts as the floor): how
+    much of each lies below it, and the shape of each above it. A grader that does not compute scores it knows
+    to be below its lower threshold (:meth:`grader.cross_encoder.CrossEncoderGrader.grade`, ``settle_below``)
+    reports them at the floor; the test then means the same whichever chunks were settled. The p-value stays
+    conservative (a distribution with an atom makes the KS test conservative)."""
     x = np.sort(np.asarray(sample, dtype=np.float64).ravel())
     q = np.asarray(reference_quantiles, dtype=np.float64)
     if x.size == 0:
         return 0.0, 1.0
+    if floor is not None:
+        x = np.maximum(x, floor)
     ref = _reference_cdf(q, x)
     upper = np.arange(1, x.size + 1) / x.size
     lower = np.arange(0, x.size) / x.size
+    if floor is not None:  # at the floor both sides' step is whole: compare only the share at or below it
+        at_floor = x <= floor
+        upper = np.where(at_floor, at_floor.sum() / x.size, upper)
+        lower = np.where(at_floor, upper, lower)
     d = float(max(np.max(np.abs(upper - ref)), np.max(np.abs(lower - ref))))
     ne = x.size * reference_n / (x.size + reference_n) / design_effect
     lam = (math.sqrt(ne) + 0.12 + 0.11 / math.sqrt(ne)) * d
@@ -188,12 +200,15 @@ class ShiftMonitor:
     """Bounded-window two-sample test of live scores against the bundle's reference (thread-safe)."""
 
     def __init__(self, reference: dict[str, Any], *, window: int = DEFAULT_WINDOW, check_every: int = 50,
-                 alpha: float = DEFAULT_ALPHA) -> None:
+                 alpha: float = DEFAULT_ALPHA, floor: float | None = None) -> None:
         if window < 20 or check_every < 1 or not 0.0 < alpha < 1.0:
             raise ConfigError(f"ShiftMonitor needs window >= 20, check_every >= 1 and alpha in (0, 1); got "
                               f"window={window}, check_every={check_every}, alpha={alpha}")
+        if floor is not None and not math.isfinite(floor):
+            raise ConfigError(f"ShiftMonitor's floor must be a finite score or None, got {floor!r}")
         self._parts = _reference_parts(reference)
         self.window, self.check_every, self.alpha = window, check_every, alpha
+        self.floor = floor  # scores are compared censored at it (see ks_two_sample)
         self._logits: deque[float] = deque(maxlen=window)
         self._lengths: deque[float] = deque(maxlen=window)
         self._lock = threading.Lock()
@@ -217,7 +232,7 @@ class ShiftMonitor:
             return status
 
     def _check(self, seen: int, checks: int, already: bool) -> ShiftStatus:
-        test = _test(list(self._logits), list(self._lengths), self._parts, self.alpha, already)
+        test = _test(list(self._logits), list(self._lengths), self._parts, self.alpha, already, self.floor)
         return ShiftStatus(seen=seen, checks=checks, window=self.window, **test)
 
     def status(self) -> ShiftStatus:
@@ -250,13 +265,14 @@ def _reference_parts(reference: dict[str, Any]) -> list[_Part]:
         raise ConfigError(f"invalid shift reference in the bundle manifest: {exc}") from exc
 
 
-def _test(logits: Any, lengths: Any, parts: list[_Part], alpha: float, already: bool = False) -> dict[str, Any]:
+def _test(logits: Any, lengths: Any, parts: list[_Part], alpha: float, already: bool = False,
+          floor: float | None = None) -> dict[str, Any]:
     """The two KS tests against every part of the reference and the verdict (fields of a ShiftStatus): the
     data has moved only if it differs from the whole calibration data and from each of its domains. The
-    statistics reported are those of the closest part."""
+    statistics reported are those of the closest part. ``floor``: the scores are compared censored at it."""
     tests = []
     for name, logit_q, length_q, ref_n, effects in parts:
-        d_logit, p_logit = ks_two_sample(logits, logit_q, ref_n, effects[0])
+        d_logit, p_logit = ks_two_sample(logits, logit_q, ref_n, effects[0], floor)
         d_len, p_len = ks_two_sample(lengths, length_q, ref_n, effects[1])
         tests.append((min(p_logit, p_len), name, d_logit, p_logit, d_len, p_len))
     closest, name, d_logit, p_logit, d_len, p_len = max(tests, key=lambda t: t[0])

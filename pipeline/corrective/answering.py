@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
+from grader.cross_encoder import is_settled
 from grader.policy import ThresholdPolicy
 from models.errors import LLMError
 from models.types import Decision, Grade, Verdict
@@ -95,8 +96,11 @@ class Answerer:
         digits = 2  # as many as it takes for "below" to be visible (0.247 and 0.250, not 0.25 and 0.25)
         while digits < 6 and f"{best:.{digits}f}" == f"{self.answer_floor:.{digits}f}":
             digits += 1
+        # a chunk settled on the cosine (grader.cross_encoder.is_settled) carries the most its grade could be
+        bound = any(is_settled(g) and g.probability == best for _, g in self.pool.values())
         return Draft(Outcome.ABSTENTION, f"No passage found is likely enough to answer this (best relevance "
-                     f"{best:.{digits}f}, below the answerability floor {self.answer_floor:.{digits}f}), so I am "
+                     f"{'at most ' if bound else ''}{best:.{digits}f}, below the answerability floor "
+                     f"{self.answer_floor:.{digits}f}), so I am "
                      "not answering rather than guessing.", quality=quality.to_dict() if quality else None)
 
     def _best_below_floor(self) -> float | None:

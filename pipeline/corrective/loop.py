@@ -16,7 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from grader.cascade import llm_outage
+from grader.cascade import CascadeGrader, llm_outage
+from grader.cross_encoder import CrossEncoderGrader
 from grader.policy import ThresholdPolicy, decide
 from grader.protocol import Grader, check_grader
 from models.errors import ConfigError, LLMError
@@ -193,11 +194,19 @@ class CorrectiveRAG:
         reserve = ANSWER_LLM_CALLS if self.llm is not None else 0
         return max(0, state.llm_left() - reserve)
 
-    def _grade(self, query: str, chunks: list[Chunk], state: RunState) -> list[Grade]:
+    def _grade(self, query: str, chunks: list[Chunk], state: RunState, *, settle: bool = False) -> list[Grade]:
+        """Grades within the run's LLM budget. ``settle``: chunks the grader's cosine alone keeps below the lower
+        threshold are decided irrelevant without its cross-encoder (``CrossEncoderGrader.grade``), as their
+        exact grade would be; refinement's strips are not settled (their probability ranks them)."""
+        below = self.policy.lower if settle else None
         within = getattr(self.grader, "grade_within", None)
         if within is None:
+            if below is not None and isinstance(self.grader, CrossEncoderGrader):
+                return self.grader.grade(query, chunks, settle_below=below)
             return self.grader.grade(query, chunks)
-        grades, calls = within(query, chunks, max_llm_calls=self._escalation_budget(state), deadline=state.deadline)
+        options = {"settle_below": below} if isinstance(self.grader, CascadeGrader) else {}
+        grades, calls = within(query, chunks, max_llm_calls=self._escalation_budget(state), deadline=state.deadline,
+                               **options)
         state.llm_calls += calls
         for grade in grades:
             if llm_outage(grade):
@@ -207,7 +216,7 @@ class CorrectiveRAG:
     def _grade_into(self, query: str, hits: list[StoredChunk], pool: dict[str, tuple[StoredChunk, Grade]],
                     state: RunState) -> None:
         t0 = time.monotonic()
-        grades = self._grade(query, [Chunk(text=c.text, chunk_id=c.chunk_id) for c in hits], state)
+        grades = self._grade(query, [Chunk(text=c.text, chunk_id=c.chunk_id) for c in hits], state, settle=True)
         pool.update({c.chunk_id: (c, g) for c, g in zip(hits, grades, strict=True)})
         state.trace.step("grade", t0, llm_calls_so_far=state.llm_calls, grades={
             c.chunk_id: {"p": round(g.probability, 4), "verdict": g.verdict.value, "by": g.decided_by,

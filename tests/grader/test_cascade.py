@@ -187,3 +187,15 @@ def test_could_reach_holds_through_the_llm_and_asks_the_model_below_the_band(pri
             return primary.grade(query, chunks)
 
     assert CascadeGrader(primary=Plain(), escalate_to=None).could_reach(QUERY, texts, 0.5).all()
+
+
+def test_the_cascade_settles_only_below_its_band_and_never_escalates_a_settled_chunk(primary, server):
+    texts = [*CHUNKS, "The recipe needs two eggs and a cup of flour.", "Warsaw is the capital of Poland."]
+    band = ThresholdPolicy(lower=0.02, upper=0.95)
+    cascade = CascadeGrader(primary=primary, escalate_to=_llm(server), policy=band)
+    exact, _ = cascade.grade_within(QUERY, texts)
+    settled, _ = cascade.grade_within(QUERY, texts, settle_below=0.5)
+    assert [g.verdict for g in settled] == [g.verdict for g in exact]
+    assert [g.decided_by for g in settled] == [g.decided_by for g in exact]  # the band went to the LLM as before
+    were_settled = [g for g in settled if g.reason and g.reason.startswith("settled")]
+    assert were_settled and all(g.decided_by == "model" and g.probability < 0.02 for g in were_settled)

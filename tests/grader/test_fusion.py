@@ -208,3 +208,43 @@ def test_could_reach_says_no_to_rule_decided_pairs_and_yes_where_it_cannot_tell(
     own = load_grader("default", threads=1)
     own.calibrator = NotMonotone()
     assert own.could_reach(query, texts, 0.1).tolist() == [False, True, True]
+
+
+def test_settled_chunks_keep_their_exact_verdict_without_the_cross_encoder(squad_pairs_file):
+    from grader.cross_encoder import is_settled
+    from grader.factory import load_grader
+    from models.errors import ConfigError
+
+    exact, settling = load_grader("default", threads=1, cache_pairs=0), load_grader("default", threads=1, cache_pairs=0)
+    settled_count = 0
+    for query, texts in _reach_pairs(squad_pairs_file):
+        texts = [*texts, "Bananas are rich in potassium.", "Warsaw is the capital of Poland."]
+        before = settling.pairs_scored
+        truth, fast = exact.grade(query, texts), settling.grade(query, texts, settle_below=0.5)
+        settled = [is_settled(g) for g in fast]
+        assert settling.pairs_scored - before == len(texts) - sum(settled)  # the cross-encoder read the rest only
+        for t, f, was_settled in zip(truth, fast, settled, strict=True):
+            assert (t.verdict, t.uncertain, t.chunk_id) == (f.verdict, f.uncertain, f.chunk_id)
+            if was_settled:  # at most the lower threshold (not 0.5): the band is never settled
+                assert t.probability <= f.probability < exact.policy.lower and f.logit is None
+            else:
+                assert (t.probability, t.logit, t.windows) == (f.probability, f.logit, f.windows)
+        settled_count += sum(settled)
+    assert settled_count > 0
+    assert settling.grade("q", ["Bananas are rich in potassium."], settle_below=0.0)[0].reason is None  # nothing < 0
+    with pytest.raises(ConfigError, match="settle_below"):
+        settling.grade("q", ["x"], settle_below=1.5)
+
+
+def test_a_bundle_that_cannot_bound_its_cross_encoder_reads_every_chunk():
+    from dataclasses import replace
+
+    from grader.factory import load_grader
+
+    grader = load_grader("default", threads=1)
+    grader.fusion = replace(grader.fusion, ce_range=None)
+    grader.settle_floor = grader._lower_threshold_logit()
+    assert grader.settle_floor is None
+    grades = grader.grade("What is the capital of France?", ["Bananas are rich in potassium."], settle_below=0.5)
+    assert grades[0].logit is not None and grades[0].reason is None
+    assert load_grader("fast").settle_floor is None  # the cosine alone: nothing to skip

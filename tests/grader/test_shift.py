@@ -145,3 +145,44 @@ def test_the_shipped_bundles_carry_design_effects():
     for name in ("default", "fast"):
         effect = read_bundle(resolve_bundle(name)).manifest.reference["design_effect"]
         assert effect["logit"] > 1.0 and effect["queries"] >= 600
+
+
+def test_censored_at_a_floor_the_test_compares_the_share_below_it_and_the_shape_above():
+    rng = np.random.default_rng(7)
+    ref = rng.normal(size=20000)
+    q = np.quantile(ref, np.linspace(0, 1, 201))
+    same = rng.normal(size=400)
+    # what a settling grader reports: every score below the floor at the floor
+    censored = np.maximum(same, -0.5)
+    d_exact, _ = ks_two_sample(same, q, ref.size, floor=-0.5)
+    d_censored, p_censored = ks_two_sample(censored, q, ref.size, floor=-0.5)
+    assert d_censored == d_exact and p_censored > 0.01  # the same test whichever scores were settled
+    share_below = float(np.mean(same <= -0.5))
+    assert d_censored >= abs(share_below - float(np.mean(ref <= -0.5))) - 0.01
+    assert ks_two_sample(censored, q, ref.size)[1] < 1e-6  # uncensored, the atom at the floor looks like a shift
+    moved_above = np.maximum(rng.normal(0.8, 1.0, 400), -0.5)  # moves above the floor are still seen
+    assert ks_two_sample(moved_above, q, ref.size, floor=-0.5)[1] < 1e-6
+    more_below = np.where(rng.random(400) < 0.7, -3.0, same)  # so is more mass below it
+    assert ks_two_sample(more_below, q, ref.size, floor=-0.5)[1] < 1e-6
+    with pytest.raises(ConfigError, match="floor"):
+        ShiftMonitor(make_reference(ref[:100], np.full(100, 10.0)), floor=float("nan"))
+
+
+def test_a_settling_grader_feeds_its_monitor_what_an_exact_one_would_after_censoring():
+    from grader import load_grader
+
+    query = "What is the capital of France?"
+    chunks = ["Paris is the capital of France.", "Lyon is a city in France.", "Bananas are rich in potassium.",
+              "The mitochondrion makes ATP.", "Warsaw is the capital of Poland."] * 4
+    statuses = []
+    for settle in (None, 0.05):
+        grader = load_grader("default", threads=1)
+        assert grader.settle_floor is not None  # the shipped default can settle
+        reference = grader.bundle.manifest.reference
+        grader.shift_monitor = ShiftMonitor(reference, window=20, check_every=5, floor=grader.settle_floor)
+        grader.grade(query, chunks, settle_below=settle)
+        statuses.append(grader.shift_status())
+    exact, settled = statuses
+    assert settled.seen == exact.seen == 20 and settled.checks == exact.checks >= 1
+    assert settled.logit_statistic == pytest.approx(exact.logit_statistic, abs=1e-12)
+    assert settled.length_statistic == exact.length_statistic

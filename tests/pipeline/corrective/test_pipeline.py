@@ -546,3 +546,24 @@ def test_refine_skips_the_reads_of_strips_the_cosine_keeps_below_the_floor_and_k
                                0.1).tolist() == [False]
     (kept, _), (kept_all, _) = refined(bounded, query, install), refined(unbounded, query, install)
     assert kept == kept_all and kept[1][2] and kept[1][1] < 0.1  # the completing strip, with its real grade
+
+
+def test_the_loop_settles_chunks_the_cosine_keeps_below_the_band_and_answers_the_same(index):
+    from dataclasses import replace
+
+    from grader import load_grader
+
+    bounded = load_grader("default", threads=1)
+    unbounded = load_grader("default", threads=1)
+    unbounded.fusion = replace(unbounded.fusion, ce_range=None)  # the cross-encoder reads every chunk
+    unbounded.settle_floor = None
+    for query in ("What is the capital of France?", "What are bananas rich in?",
+                  "How many moons does Jupiter have?"):
+        got, want = CorrectiveRAG(index, bounded).run(query, TENANT_A), CorrectiveRAG(index, unbounded).run(query,
+                                                                                                        TENANT_A)
+        assert (got.outcome, got.message, got.answer, got.decision) == (want.outcome, want.message, want.answer,
+                                                                        want.decision)
+        verdicts = [{c: g["verdict"] for c, g in s.detail["grades"].items()} for r in (got, want)
+                    for s in r.trace if s.action == "grade"]
+        assert verdicts[: len(verdicts) // 2] == verdicts[len(verdicts) // 2:]
+    assert bounded.pairs_scored < unbounded.pairs_scored  # the chunks far from the question were not read
