@@ -9,7 +9,11 @@ grader's own monitor settings (window 200, a check every 50 chunks, alpha 1e-4):
 - detection: ``--orders`` times, 1,000 chunks of the calibration domain then the chunks of another real
   domain, in a random query order; the delay is the number of new-domain chunks graded when the alarm fires.
 
-Run: python bench/bench_shift.py [--data-dir ../shared/data] [--json bench/results_shift.json]
+The grader's own monitor compares scores censored at its lower threshold's score (the corrective loop does not
+score the chunks it settles below it on the cosine; :func:`grader.shift.ks_two_sample`): ``--censored`` adds that
+test, with the design effect, beside the two others.
+
+Run: python bench/bench_shift.py [--data-dir ../shared/data] [--censored] [--json bench/results_shift.json]
 """
 
 from __future__ import annotations
@@ -90,8 +94,8 @@ class Scorer:
         return np.array([self.memo[p] for p in group])
 
 
-def false_alarms(scorer: Scorer, reference: dict, stream: list) -> dict:
-    monitor, checks, alarms = ShiftMonitor(reference), 0, 0
+def false_alarms(scorer: Scorer, reference: dict, stream: list, floor: float | None = None) -> dict:
+    monitor, checks, alarms = ShiftMonitor(reference, floor=floor), 0, 0
     streamed = 0
     for group in stream:
         before = monitor.status().checks
@@ -100,16 +104,17 @@ def false_alarms(scorer: Scorer, reference: dict, stream: list) -> dict:
         checks += status.checks - before
         if status.shifted:
             alarms += 1
-            monitor = ShiftMonitor(reference)
+            monitor = ShiftMonitor(reference, floor=floor)
     return {"chunks": streamed, "checks": checks, "false_alarms": alarms,
             "false_alarm_rate_per_check": round(alarms / checks, 5) if checks else None}
 
 
-def detection(scorer: Scorer, reference: dict, warm: list, other: list, orders: int, seed: int) -> dict:
+def detection(scorer: Scorer, reference: dict, warm: list, other: list, orders: int, seed: int,
+              floor: float | None = None) -> dict:
     delays, missed, early = [], 0, 0
     for k in range(orders):
         rng = random.Random(seed + k)
-        monitor = ShiftMonitor(reference)
+        monitor = ShiftMonitor(reference, floor=floor)
         warm_groups = rng.sample(warm, len(warm))
         fired_early = False
         for group in take(warm_groups, WARM_CHUNKS)[0]:
@@ -141,6 +146,9 @@ def main() -> None:
     parser.add_argument("--other-chunks", type=int, default=1500, help="chunks of each other domain available")
     parser.add_argument("--per-query", type=int, default=10, help="chunks retrieved per query")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--censored", action="store_true",
+                        help="also test censored at the default grader's lower threshold, as its own monitor does "
+                             "since 2026-12-08 (chunks the corrective loop settles on the cosine are not scored)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     data_dir, started = Path(args.data_dir), time.perf_counter()
@@ -155,15 +163,17 @@ def main() -> None:
         lengths, queries = [len(t) for _, t in pairs], [q for q, _ in pairs]
         stream = take(halves[home][1], args.stream)[0]
         row = {"reference": {"pairs": len(pairs), "queries": len(set(queries))}}
-        for test, reference in (("plain KS", make_reference(logits, lengths)),
-                                ("KS with design effect", make_reference(logits, lengths, queries))):
-            result = {"design_effect": reference.get("design_effect"),
-                      "same_domain": false_alarms(scorer, reference, stream), "changes": {}}
+        with_design = make_reference(logits, lengths, queries)
+        tests = [("plain KS", make_reference(logits, lengths), None), ("KS with design effect", with_design, None),
+                 ("KS with design effect, censored at the lower threshold", with_design, scorer.grader.settle_floor)]
+        for test, reference, floor in tests if args.censored else tests[:2]:
+            result = {"design_effect": reference.get("design_effect"), "floor": floor,
+                      "same_domain": false_alarms(scorer, reference, stream, floor), "changes": {}}
             for other, (first, second) in halves.items():
                 if other != home:
                     result["changes"][other] = detection(scorer, reference, stream,
                                                          take(first + second, args.other_chunks)[0], args.orders,
-                                                         args.seed)
+                                                         args.seed, floor)
             row[test] = result
         report["calibration_domains"][home] = row
         print(json.dumps({home: row}), flush=True)
