@@ -125,14 +125,14 @@ class CascadeGrader:
         """One Grade per chunk, in order; uncertain ones decided by the LLM when it can."""
         return self.grade_within(query, chunks)[0]
 
-    def could_reach(self, query: str, texts: Sequence[str], probability: float) -> np.ndarray:
-        """Whether each text could be graded at least ``probability``: only what the small model puts below the
-        band is never escalated, so the primary's bound is asked at the lower of the two (True where it cannot
-        tell; see ``CrossEncoderGrader.could_reach``)."""
-        reach = getattr(self.primary, "could_reach", None)
-        if reach is None:
-            return np.ones(len(texts), dtype=bool)
-        return np.asarray(reach(query, texts, min(probability, self.policy.lower)), dtype=bool)
+    def upper_bounds(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """The most each text could be graded: the small model's bound where it stays below the band (never
+        escalated, so the model's grade stands), 1.0 where the LLM might judge it (or the primary cannot tell)."""
+        bounds = getattr(self.primary, "upper_bounds", None)
+        if bounds is None:
+            return np.ones(len(texts))
+        highest = np.asarray(bounds(query, texts), dtype=np.float64)
+        return np.where(highest < self.policy.lower, highest, 1.0)
 
     def grade_within(self, query: str, chunks: Sequence[Chunk | str], *, max_llm_calls: int | None = None,
                      deadline: float | None = None, primary_grades: Sequence[Grade] | None = None,

@@ -314,33 +314,37 @@ class CrossEncoderGrader:
         said in its ``reason``. The corrective loop asks for this; by default every chunk is read."""
         return self.grade_many([(query, chunks)], settle_below=settle_below)[0]
 
-    def could_reach(self, query: str, texts: Sequence[str], probability: float) -> np.ndarray:
-        """For each text, whether ``grade`` could give it at least ``probability``, known without the
-        cross-encoder: a fused bundle whose head bounds the cross-encoder's part (``ce_range``) tells from the
-        cosine alone which pairs stay below whatever the cross-encoder reads. True wherever it cannot tell (no
-        bound, a calibration map of your own); False for rule-decided pairs (graded 0). Callers that drop what
-        stays below a floor (refinement's strips) skip those reads and lose nothing."""
-        pairs = pair_list([(validate_query(query), t) for t in texts], "could_reach")
-        reach = np.ones(len(pairs), dtype=bool)
-        if probability <= 0.0 or not pairs:
-            return reach
+    def upper_bounds(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """The most ``grade`` could give each text, known without the cross-encoder: a fused bundle whose head
+        bounds the cross-encoder's part (``ce_range``) tells it from the cosine alone, whatever the
+        cross-encoder would read. 1.0 wherever it cannot tell (no bound, a calibration map of your own); 0.0
+        for rule-decided pairs (graded 0). Refinement uses it to leave unread the strips it would drop."""
+        pairs = pair_list([(validate_query(query), t) for t in texts], "upper_bounds")
+        bound = np.ones(len(pairs))
+        if not pairs:
+            return bound
         ruled = rule_decided(pairs)
-        reach[ruled] = False
+        bound[ruled] = 0.0
         live = np.flatnonzero(~ruled)
         highest = self._highest_probabilities([pairs[i] for i in live]) if live.size else None
         if highest is not None:
-            reach[live] = highest >= probability
-        return reach
+            bound[live] = highest
+        return bound
 
     def _monotone_map(self) -> bool:
         return isinstance(self.calibrator, (IdentityCalibrator, IsotonicCalibrator, PlattCalibrator,
                                             TemperatureCalibrator))
 
+    def _score_bounds(self, pairs: Sequence[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The lowest and highest fused score of each pair whatever the cross-encoder reads, from the cosine
+        alone (None: the bundle does not bound its cross-encoder)."""
+        if self.fusion is None or self.fusion_embedder is None:
+            return None
+        return self.fusion.bounds(cosines(self.fusion_embedder, pairs, max_windows=self.max_windows))
+
     def _highest_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray | None:
         """The most each pair's grade can be whatever the cross-encoder reads (None: it cannot be told)."""
-        if self.fusion is None or not self._monotone_map():
-            return None
-        bounds = self.fusion.bounds(cosines(self.fusion_embedder, pairs, max_windows=self.max_windows))
+        bounds = self._score_bounds(pairs) if self._monotone_map() else None
         if bounds is None:
             return None
         return np.maximum(*(self.probabilities(end) for end in bounds))  # a monotone map peaks at an end
@@ -444,16 +448,15 @@ class CrossEncoderGrader:
         start = time.perf_counter()
         below = min(float(settle_below), self.policy.lower)
         pairs = [(prepared[r][0], prepared[r][1][i].text) for r, i in live]
-        bounds = self.fusion.bounds(cosines(self.fusion_embedder, pairs, max_windows=self.max_windows))  # type: ignore[union-attr]
-        if bounds is None:
+        bounds = self._score_bounds(pairs)
+        if bounds is None or self.fusion_embedder is None:
             return {}
         highest_logit = bounds[1]  # the map rises with the score (settle_floor is None otherwise)
         highest = self.probabilities(highest_logit)
         chosen = [j for j in range(len(live)) if highest_logit[j] < self.settle_floor and highest[j] < below]
         if not chosen:
             return {}
-        reader = self.fusion_embedder
-        read, unread = reader.window_reading([pairs[j][1] for j in chosen], max_windows=self.max_windows)  # type: ignore[union-attr]
+        read, unread = self.fusion_embedder.window_reading([pairs[j][1] for j in chosen], max_windows=self.max_windows)
         per_chunk_ms = 1000.0 * (time.perf_counter() - start) / len(live)
         out = {}
         for k, j in enumerate(chosen):

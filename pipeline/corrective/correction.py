@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grader.protocol import Grader
-from grader.shift import not_monitored
-from models.types import Chunk, Grade
+from models.types import Grade
 from pipeline.corrective.context_quality import question_of
+from pipeline.corrective.strip_selection import StripChoice
 from pipeline.retrieval.documents import StoredChunk
 from pipeline.retrieval.strips import strips_with_sections
 from pipeline.retrieval.words import content_words
@@ -115,7 +115,8 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
     sentence that repeats an earlier one (same words, whatever the case
     and punctuation; chunks come in authority order) is neither graded nor kept twice; one whose grade is
     withheld (it speaks of the opposite of what was asked: :mod:`grader.contrast`) is not kept. A table's record
-    (``StoredChunk.is_record``) is one strip: a FAQ's question is no answer without the answer beside it."""
+    (``StoredChunk.is_record``) is one strip: a FAQ's question is no answer without the answer beside it. Strips
+    that cannot change the choice are not read by the cross-encoder (:mod:`pipeline.corrective.strip_selection`)."""
     strips: list[tuple[str, int, str]] = []
     sections: list[str | None] = []
     records: set[int] = set()
@@ -131,56 +132,11 @@ def refine(query: str, chunks: Sequence[StoredChunk], grader: Grader, *, token_b
                 sections.append(section)
     if not strips:
         return []
-    graded = _graded_strips(query, strips, grader, min_probability)
-    ranked = sorted(graded, key=lambda i: -graded[i].probability)
-    best = next((graded[i].probability for i in ranked if not graded[i].withheld), 0.0)
-    floor = max(min_probability, relative_floor * best)
-    kept: list[int] = []
-    completing: set[int] = set()
-    used = 0
-    for i in ranked:
-        if graded[i].probability < floor:
-            break
-        if graded[i].withheld or i in kept:
-            continue
-        cost = len(strips[i][2].split())
-        if used + cost > token_budget and kept:
-            continue
-        kept.append(i)
-        used += cost
-        follow = i + 1  # "You can install it in editable mode:" is kept with the command it announces
-        if strips[i][2].rstrip().endswith(":") and follow < len(strips) and strips[follow][0] == strips[i][0] \
-                and follow not in kept and not _grade_of(follow, query, strips, grader, graded).withheld:
-            follow_cost = len(strips[follow][2].split())
-            if used + follow_cost <= token_budget:
-                kept.append(follow)
-                completing.add(follow)
-                used += follow_cost
-    return [Strip(strips[i][0], strips[i][1], strips[i][2], graded[i], sections[i], completes=i in completing,
-                  record=i in records)
+    choice = StripChoice(query, strips, grader, min_probability)
+    kept, completing = choice.choose(token_budget, relative_floor)
+    return [Strip(strips[i][0], strips[i][1], strips[i][2], choice.grades[i], sections[i],
+                  completes=i in completing, record=i in records)
             for i in sorted(kept)]
-
-
-def _graded_strips(query: str, strips: Sequence[tuple[str, int, str]], grader: Grader,
-                   min_probability: float) -> dict[int, Grade]:
-    """Grades of the strips that could reach ``min_probability``, by position: a grader that can tell from its
-    cheap cosine that a strip stays below it whatever its cross-encoder reads (``could_reach``) is not asked to
-    read that strip, which refinement would drop anyway."""
-    reach = getattr(grader, "could_reach", None)
-    todo = list(range(len(strips))) if reach is None else \
-        [i for i, ok in enumerate(reach(query, [s[2] for s in strips], min_probability)) if ok]
-    with not_monitored():  # strips are not retrieved chunks: the shift alarm watches chunks only
-        grades = grader.grade(query, [Chunk(text=strips[i][2], chunk_id=strips[i][0]) for i in todo]) if todo else []
-    return dict(zip(todo, grades, strict=True))
-
-
-def _grade_of(i: int, query: str, strips: Sequence[tuple[str, int, str]], grader: Grader,
-              graded: dict[int, Grade]) -> Grade:
-    """Strip ``i``'s grade, graded now if it was skipped (a strip kept for the one before it needs its own)."""
-    if i not in graded:
-        with not_monitored():
-            graded[i] = grader.grade(query, [Chunk(text=strips[i][2], chunk_id=strips[i][0])])[0]
-    return graded[i]
 
 
 def identifiers(text: str) -> set[str]:

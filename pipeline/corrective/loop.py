@@ -52,10 +52,10 @@ class _BudgetedGrader:
     def grade(self, query: str, chunks: Sequence[Chunk | str]) -> list[Grade]:
         return self.rag._grade(query, [c if isinstance(c, Chunk) else Chunk(text=c) for c in chunks], self.state)
 
-    def could_reach(self, query: str, texts: Sequence[str], probability: float) -> Sequence[bool]:
-        """The grader's own bound (``CrossEncoderGrader.could_reach``); every text when it has none."""
-        reach = getattr(self.rag.grader, "could_reach", None)
-        return [True] * len(texts) if reach is None else reach(query, texts, probability)
+    def upper_bounds(self, query: str, texts: Sequence[str]) -> Sequence[float]:
+        """The grader's own bounds (``CrossEncoderGrader.upper_bounds``); 1.0 for every text when it has none."""
+        bounds = getattr(self.rag.grader, "upper_bounds", None)
+        return [1.0] * len(texts) if bounds is None else bounds(query, texts)
 
 
 def _check_parts(retriever: object, grader: object, policy: object, config: object, privacy: object) -> None:

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from grader import ThresholdPolicy, load_grader
@@ -161,7 +162,7 @@ def test_deadline_bounds_calls_already_in_flight(primary, server):
     assert all(g.escalation_failed and "deadline" in (g.reason or "") for g in grades)
 
 
-def test_could_reach_holds_through_the_llm_and_asks_the_model_below_the_band(primary):
+def test_upper_bounds_hold_through_the_llm_and_are_the_models_only_below_the_band(primary):
     from tests.fakes.openai_server import FakeOpenAI
 
     texts = [*CHUNKS, "The recipe needs two eggs and a cup of flour.", "Warsaw is the capital of Poland."]
@@ -169,16 +170,18 @@ def test_could_reach_holds_through_the_llm_and_asks_the_model_below_the_band(pri
     try:
         band = ThresholdPolicy(lower=0.03, upper=0.95)
         cascade = CascadeGrader(primary=primary, escalate_to=_llm(server), policy=band)
-        reach = cascade.could_reach(QUERY, texts, 0.5)
-        assert reach.tolist() == primary.could_reach(QUERY, texts, 0.03).tolist()  # what the band never sees
-        assert 0 < reach.sum() < len(texts)
+        model = primary.upper_bounds(QUERY, texts)
+        bounds = cascade.upper_bounds(QUERY, texts)
+        assert bounds.tolist() == np.where(model < 0.03, model, 1.0).tolist()  # the band may be judged anything
+        assert 0 < (bounds < 1.0).sum() < len(texts)
         grades = cascade.grade(QUERY, texts)
-        assert all(g.probability < 0.5 for g, ok in zip(grades, reach, strict=True) if not ok)
-        assert any(g.decided_by == "llm" and g.probability >= 0.5 for g in grades)  # the band could reach it
+        assert all(g.probability <= b for g, b in zip(grades, bounds, strict=True))
+        judged = [b for g, b in zip(grades, bounds, strict=True) if g.decided_by == "llm"]
+        assert judged and set(judged) == {1.0}  # what the LLM judged was left unbounded
     finally:
         server.stop()
     everything = CascadeGrader(primary=primary, escalate_to=None, policy=EVERYTHING_UNCERTAIN)
-    assert everything.could_reach(QUERY, texts, 0.5).all()  # the LLM may judge any of them relevant
+    assert everything.upper_bounds(QUERY, texts).tolist() == [1.0] * len(texts)  # the LLM may judge any of them
 
     class Plain:  # a primary of your own, with no bound to offer
         policy = primary.policy
@@ -186,7 +189,7 @@ def test_could_reach_holds_through_the_llm_and_asks_the_model_below_the_band(pri
         def grade(self, query, chunks):
             return primary.grade(query, chunks)
 
-    assert CascadeGrader(primary=Plain(), escalate_to=None).could_reach(QUERY, texts, 0.5).all()
+    assert CascadeGrader(primary=Plain(), escalate_to=None).upper_bounds(QUERY, texts).tolist() == [1.0] * len(texts)
 
 
 def test_the_cascade_settles_only_below_its_band_and_never_escalates_a_settled_chunk(primary, server):

@@ -171,23 +171,22 @@ def _reach_pairs(squad_pairs_file):
     return list(by_query.items())[:8]
 
 
-def test_could_reach_never_says_no_to_a_pair_graded_at_or_above_the_floor(squad_pairs_file):
+def test_upper_bounds_hold_every_grade_and_tell_unrelated_texts_apart(squad_pairs_file):
     from grader.factory import load_grader
 
     grader = load_grader("default", threads=1)
     assert grader.fusion.ce_range is not None  # the shipped default bounds its cross-encoder
-    said_no = 0
+    below_the_floor = 0
     for query, texts in _reach_pairs(squad_pairs_file):
         probs = np.array([g.probability for g in grader.grade(query, texts)])
-        for floor in (0.05, 0.1, 0.3):
-            reach = grader.could_reach(query, texts, floor)
-            assert np.all(probs[~reach] < floor)
-            said_no += int((~reach).sum())
-        assert grader.could_reach(query, texts, 0.0).all()  # every grade is at least 0
-    assert said_no > 0  # it does tell: unrelated texts are known to stay below without the cross-encoder
+        bounds = grader.upper_bounds(query, texts)
+        assert np.all(probs <= bounds) and np.all(bounds <= 1.0)
+        below_the_floor += int((bounds < 0.1).sum())
+    assert below_the_floor > 0  # it does tell: unrelated texts are known to stay low without the cross-encoder
+    assert grader.upper_bounds("q", []).tolist() == []
 
 
-def test_could_reach_says_no_to_rule_decided_pairs_and_yes_where_it_cannot_tell():
+def test_upper_bounds_are_0_for_rule_decided_pairs_and_1_where_they_cannot_be_told():
     from dataclasses import replace
 
     from grader.factory import load_grader
@@ -195,9 +194,10 @@ def test_could_reach_says_no_to_rule_decided_pairs_and_yes_where_it_cannot_tell(
     query = "What religion were the Normans?"
     texts = [query, "The Normans were Catholic Christians.", "Bananas are rich in potassium."]
     grader = load_grader("default", threads=1)
-    assert grader.could_reach(query, texts, 0.1).tolist() == [False, True, False]  # an echo is graded 0
+    bounds = grader.upper_bounds(query, texts)
+    assert bounds[0] == 0.0 and 0.1 < bounds[1] < 1.0 and bounds[2] < 0.1  # an echo is graded 0
     grader.fusion = replace(grader.fusion, ce_range=None)  # unbounded cross-encoder
-    assert grader.could_reach(query, texts, 0.1).tolist() == [False, True, True]
+    assert grader.upper_bounds(query, texts).tolist() == [0.0, 1.0, 1.0]
 
     class NotMonotone:  # a calibration map of your own: no promise it peaks at an end of the range
         method = "own"
@@ -207,7 +207,7 @@ def test_could_reach_says_no_to_rule_decided_pairs_and_yes_where_it_cannot_tell(
 
     own = load_grader("default", threads=1)
     own.calibrator = NotMonotone()
-    assert own.could_reach(query, texts, 0.1).tolist() == [False, True, True]
+    assert own.upper_bounds(query, texts).tolist() == [0.0, 1.0, 1.0]
 
 
 def test_settled_chunks_keep_their_exact_verdict_without_the_cross_encoder(squad_pairs_file):

@@ -542,8 +542,7 @@ def test_refine_skips_the_reads_of_strips_the_cosine_keeps_below_the_floor_and_k
     install = make_chunk("inst", "To install the package, run this command in a terminal:\n\nBananas are rich in "
                          "potassium and grow in tropical regions.")
     query = "How do I install the package?"
-    assert bounded.could_reach(query, ["Bananas are rich in potassium and grow in tropical regions."],
-                               0.1).tolist() == [False]
+    assert bounded.upper_bounds(query, ["Bananas are rich in potassium and grow in tropical regions."])[0] < 0.1
     (kept, _), (kept_all, _) = refined(bounded, query, install), refined(unbounded, query, install)
     assert kept == kept_all and kept[1][2] and kept[1][1] < 0.1  # the completing strip, with its real grade
 
