@@ -371,7 +371,8 @@ class CrossEncoderGrader:
                    settle_below: float | None = None) -> list[list[Grade]]:
         """Grades for several (query, chunks) requests scored together (the service's micro-batches);
         ``settle_below`` as in :meth:`grade`."""
-        if settle_below is not None and not (isinstance(settle_below, float | int) and 0.0 <= settle_below <= 1.0):
+        if settle_below is not None and (isinstance(settle_below, bool) or not isinstance(settle_below, float | int)
+                                         or not 0.0 <= settle_below <= 1.0):
             raise ConfigError(f"settle_below must be a probability in [0, 1] or None, got {settle_below!r}")
         if isinstance(requests, str) or (isinstance(requests, tuple) and len(requests) == 2
                                          and isinstance(requests[0], str)):  # one request alone: its query's letters
@@ -399,7 +400,7 @@ class CrossEncoderGrader:
         for (r, i), grade in settled.items():
             out[r][i] = grade
         live = [place for place in live if place not in settled]
-        if settled and self.settle_floor is not None:  # censored at the floor by the monitor: exact enough
+        if settled and self.settle_floor is not None:  # the monitor censors at the floor: as their exact scores
             self._watch_shift(np.full(len(settled), self.settle_floor), [prepared[r][1][i].text for r, i in settled])
         if live:
             texts = [prepared[r][1][i].text for r, i in live]

@@ -232,8 +232,9 @@ def test_settled_chunks_keep_their_exact_verdict_without_the_cross_encoder(squad
         settled_count += sum(settled)
     assert settled_count > 0
     assert settling.grade("q", ["Bananas are rich in potassium."], settle_below=0.0)[0].reason is None  # nothing < 0
-    with pytest.raises(ConfigError, match="settle_below"):
-        settling.grade("q", ["x"], settle_below=1.5)
+    for wrong in (1.5, -0.1, True, "0.1", float("nan")):
+        with pytest.raises(ConfigError, match="settle_below"):
+            settling.grade("q", ["x"], settle_below=wrong)
 
 
 def test_a_bundle_that_cannot_bound_its_cross_encoder_reads_every_chunk():

@@ -566,3 +566,24 @@ def test_the_loop_settles_chunks_the_cosine_keeps_below_the_band_and_answers_the
                     for s in r.trace if s.action == "grade"]
         assert verdicts[: len(verdicts) // 2] == verdicts[len(verdicts) // 2:]
     assert bounded.pairs_scored < unbounded.pairs_scored  # the chunks far from the question were not read
+
+
+def test_an_abstention_on_a_settled_chunk_says_its_relevance_was_at_most_its_bound():
+    from grader.cross_encoder import SETTLED
+    from grader.policy import ThresholdPolicy
+    from models.types import Grade, Verdict
+    from pipeline.corrective.answering import Answerer
+    from pipeline.corrective.state import RAGConfig, RunState
+
+    chunk, other = make_chunk("a-bananas", "Bananas are rich in potassium."), make_chunk("a-paris", "Paris.")
+    policy = ThresholdPolicy(lower=0.1, upper=0.9)
+    settled = Grade(verdict=Verdict.IRRELEVANT, probability=0.031, reason=f"{SETTLED}: at most 0.0310 ...")
+    read = Grade(verdict=Verdict.IRRELEVANT, probability=0.02)
+
+    def message(first, second):
+        pool = {chunk.chunk_id: (chunk, first), other.chunk_id: (other, second)}
+        return Answerer(policy, None, pool, RunState(RAGConfig()), answer_floor=0.3).floor_abstention().message
+
+    assert "best relevance at most 0.03, below the answerability floor 0.30" in message(settled, read)
+    assert "best relevance 0.03, below" in message(dataclasses.replace(settled, reason=None), read)  # read exactly
+    assert "best relevance 0.03, below" in message(read, dataclasses.replace(read, probability=0.031))
