@@ -90,13 +90,13 @@ class FusionHead:
         try:
             features = tuple(str(f) for f in data["features"])
             weights = tuple(float(w) for w in data["weights"])
-            raw_range = data.get("ce_range")
-            ce_range = None if raw_range is None else (float(raw_range[0]), float(raw_range[1]))
-            if raw_range is not None and len(raw_range) != 2:
-                raise ValueError(f"ce_range must be [low, high], got {raw_range!r}")
+            ce_range = None
+            if data.get("ce_range") is not None:
+                low, high = (float(end) for end in data["ce_range"])  # [low, high]: two numbers, no more
+                ce_range = (low, high)
             head = cls(weights=weights, bias=float(data["bias"]), embedder=str(data.get("embedder", "embedder")),
                        features=features, ce_range=ce_range)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise BundleError(f"manifest 'fusion' entry is malformed ({exc!r}); it needs features, weights and "
                               "bias, as written by `crag fuse`") from exc
         if features != FEATURES or len(weights) != len(FEATURES):

@@ -79,8 +79,8 @@ class StripChoice:
         """Whether no unread strip can be kept: below the floor, or too long for what the strips graded above
         every unread one leave of the budget."""
         above = float(self.ceiling[self.unread[0]])  # the most any unread strip can be graded
-        # the floor from the best strip read so far is at most the true one (the best may be unread): what is
-        # below it is below the true one; and a strip kept below means the best was read (it is above them all)
+        # the floor from the best strip read so far is at most the true one (the best may be unread), so what is
+        # below it is below the true one; once a strip graded above every unread one is kept, the best was read
         floor = self._floor(relative_floor)
         if above < floor:
             return True
